@@ -1,0 +1,58 @@
+# lowbit — `make run` and `make test` work on a fresh clone with only Python 3.11+, pip and npm.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8000
+CHROMIUM ?= /usr/bin/chromium
+VENDOR := static/vendor/htmx.min.js static/vendor/sse.js
+
+.PHONY: run test bench install static browser lint test-gpu clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The CPU build of torch, pinned: an open range would pull a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0 numpy
+	$(BIN)/pip install -q -e '.[worker,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+$(VENDOR): node_modules/.package-lock.json
+	mkdir -p static/vendor
+	cp node_modules/htmx.org/dist/htmx.min.js static/vendor/htmx.min.js
+	cp node_modules/htmx-ext-sse/dist/sse.js static/vendor/sse.js
+
+static: $(VENDOR)
+
+# Browser tests drive Debian's Chromium (Playwright cannot download browsers here).
+browser:
+	@test -x $(CHROMIUM) || { echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+run: install static
+	$(BIN)/lowbit migrate
+	LOWBIT_PORT=$(PORT) $(BIN)/lowbit serve --embedded-worker
+
+lint: install
+	$(BIN)/ruff check app labs tests benchmarks migrations/env.py
+	$(BIN)/ruff format --check app labs tests benchmarks
+	$(BIN)/mypy app labs
+
+test: install static browser lint
+	$(BIN)/lowbit content check
+	$(BIN)/pytest -m "not gpu" -q
+
+bench: install static
+	$(BIN)/python benchmarks/run_all.py
+
+# Every GPU test and GPU benchmark, as one script (see docs/gpu-validation.md).
+test-gpu:
+	bash benchmarks/gpu.sh
+
+clean:
+	rm -rf $(VENV) node_modules static/vendor data .pytest_cache .mypy_cache .ruff_cache

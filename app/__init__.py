@@ -1,0 +1,1 @@
+"""lowbit web application: pages, API and the run store. Never imports torch."""

@@ -1,0 +1,152 @@
+"""The ``lowbit`` command line: serve, worker, migrate, content check, lab, user."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as e:
+        for err in e.errors():
+            print(f"lowbit: configuration error: {err['msg']}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from app.migrate import upgrade
+
+    settings = _settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.db_url)
+    print(f"database migrated: {settings.db_url.split('@')[-1]}")
+    return 0
+
+
+def cmd_content_check(args: argparse.Namespace) -> int:
+    from app.content import ContentError, load_catalogue
+    from labs.registry import lab_ids
+
+    settings = _settings()
+    content_dir = Path(args.dir) if args.dir else settings.content_dir
+    try:
+        cat = load_catalogue(content_dir, lab_ids())
+    except ContentError as e:
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        print(f"{len(e.problems)} problem(s) in {content_dir}", file=sys.stderr)
+        return 1
+    print(f"content OK: {len(cat.terms)} terms, {len(cat.lessons)} lessons, {len(cat.collections)} collections")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.content import ContentError
+    from app.main import create_app
+
+    settings = _settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        app = create_app(settings)
+    except ContentError as e:
+        print("lowbit: refusing to start, the content has problems:", file=sys.stderr)
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        return 1
+    worker: subprocess.Popen[bytes] | None = None
+    if args.embedded_worker:
+        worker = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=os.environ.copy())
+    try:
+        uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port,
+                    log_level="warning", timeout_graceful_shutdown=3)
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from labs.runtime.cli import worker_main
+
+    return worker_main(_settings())
+
+
+def cmd_lab_list(args: argparse.Namespace) -> int:
+    from labs.runtime.cli import lab_list
+
+    return lab_list()
+
+
+def cmd_lab_run(args: argparse.Namespace) -> int:
+    from labs.runtime.cli import lab_run
+
+    return lab_run(args.lab, args.param or [])
+
+
+def cmd_user_create(args: argparse.Namespace) -> int:
+    from app.accounts import create_user_cli
+
+    return create_user_cli(_settings(), args.username, admin=args.admin, password=args.password)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lowbit", description="lowbit: learn low-bit inference on real GPUs")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("serve", help="run the web server")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--embedded-worker", action="store_true", help="also start a lab worker process")
+    s.set_defaults(fn=cmd_serve)
+
+    sub.add_parser("worker", help="run a lab worker (takes runs from the queue)").set_defaults(fn=cmd_worker)
+    sub.add_parser("migrate", help="create or upgrade the database schema").set_defaults(fn=cmd_migrate)
+
+    c = sub.add_parser("content", help="content tools")
+    csub = c.add_subparsers(dest="content_cmd", required=True)
+    cc = csub.add_parser("check", help="validate all term cards and lessons; exit 1 on any problem")
+    cc.add_argument("--dir", help="content directory (default: settings)")
+    cc.set_defaults(fn=cmd_content_check)
+
+    lab = sub.add_parser("lab", help="run labs in the terminal")
+    lsub = lab.add_subparsers(dest="lab_cmd", required=True)
+    lsub.add_parser("list", help="list labs").set_defaults(fn=cmd_lab_list)
+    lr = lsub.add_parser("run", help="run a lab here, with a progress bar")
+    lr.add_argument("lab")
+    lr.add_argument("--param", action="append", metavar="K=V", help="a parameter; V is JSON when valid JSON")
+    lr.set_defaults(fn=cmd_lab_run)
+
+    u = sub.add_parser("user", help="accounts")
+    usub = u.add_subparsers(dest="user_cmd", required=True)
+    uc = usub.add_parser("create", help="create an account (asks for the password)")
+    uc.add_argument("username")
+    uc.add_argument("--admin", action="store_true")
+    uc.add_argument("--password", help="for scripts; omit to be asked")
+    uc.set_defaults(fn=cmd_user_create)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    rc: int = args.fn(args)
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

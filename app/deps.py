@@ -1,0 +1,65 @@
+"""Dependency aliases that keep route signatures short."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from app.content import Catalogue
+from app.db import Learner, utcnow
+from app.settings import Settings
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    session: Session = request.app.state.sessionmaker()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def get_catalogue(request: Request) -> Catalogue:
+    cat: Catalogue = request.app.state.content.get()
+    return cat
+
+
+def ensure_learner(session: Session, learner_id: str) -> Learner:
+    learner = session.get(Learner, learner_id)
+    if learner is None:
+        learner = Learner(id=learner_id)
+        session.add(learner)
+        session.commit()
+    return learner
+
+
+def get_learner_id(request: Request, session: Session = Depends(get_db)) -> str:
+    """The current learner's id; the learner row is created on first use."""
+    learner_id: str = request.state.learner_id
+    learner = ensure_learner(session, learner_id)
+    if learner.merged_into:  # an anonymous id whose progress was claimed by an account
+        return learner.merged_into
+    if (utcnow() - learner.last_seen_at).total_seconds() > 300:
+        learner.last_seen_at = utcnow()
+        session.commit()
+    return learner_id
+
+
+def get_learner(request: Request, session: Session = Depends(get_db)) -> Learner:
+    learner = session.get(Learner, get_learner_id(request, session))
+    assert learner is not None
+    return learner
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[Session, Depends(get_db)]
+CatalogueDep = Annotated[Catalogue, Depends(get_catalogue)]
+LearnerDep = Annotated[str, Depends(get_learner_id)]
+LearnerRowDep = Annotated[Learner, Depends(get_learner)]

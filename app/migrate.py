@@ -1,0 +1,23 @@
+"""Run Alembic migrations from code (``lowbit migrate``, start-up, tests)."""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.config import Config
+
+from app.settings import ROOT
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str = "base") -> None:
+    command.downgrade(alembic_config(url), revision)

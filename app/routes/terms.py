@@ -1,0 +1,98 @@
+"""Term cards: the index (A–Z, by domain, by collection), one card, collections."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse
+
+from app.content import DEPTHS
+from app.deps import CatalogueDep
+from app.templating import render
+from app.termmap import HEIGHT, WIDTH, term_map
+
+router = APIRouter(tags=["terms"])
+
+DOMAIN_TITLES = {
+    "numerics": "Numerics and formats",
+    "methods": "Methods",
+    "memory": "Memory and capacity",
+    "hardware": "Hardware and kernels",
+    "serving": "Serving and models",
+    "economy": "Infrastructure, markets and the economy",
+    "society": "Ethics, safety and society",
+}
+
+
+@router.get("/terms", response_class=HTMLResponse)
+def terms_index(request: Request, cat: CatalogueDep, view: str = "az") -> HTMLResponse:
+    if view not in ("az", "domain", "collection"):
+        view = "az"
+    terms = cat.sorted_terms()
+    groups: dict[str, list] = defaultdict(list)
+    if view == "az":
+        for t in terms:
+            first = t.title[0].upper()
+            groups[first if first.isalpha() else "#"].append(t)
+        titles = {k: k for k in groups}
+    elif view == "domain":
+        for t in terms:
+            groups[t.front.domain].append(t)
+        titles = {k: DOMAIN_TITLES.get(k, k.title()) for k in groups}
+    else:
+        for c in cat.collections:
+            groups[c] = [t for t in terms if c in t.front.collections]
+        titles = {k: cat.collections[k].title for k in groups}
+    order = sorted(groups, key=lambda k: list(DOMAIN_TITLES).index(k) if k in DOMAIN_TITLES else 99) if view == "domain" else (list(cat.collections) if view == "collection" else sorted(groups))
+    sections = [(k, titles[k], groups[k]) for k in order if groups.get(k)]
+    return render(request, "terms/index.html", {"sections": sections, "view": view, "count": len(terms), "letters": sorted(groups) if view == "az" else []}, block_name="listing")
+
+
+def _depth(raw: str | None) -> tuple[int, str | None]:
+    """Parse ?depth=; anything invalid falls back to 1 with a note for the reader."""
+    if raw is None or raw == "":
+        return 1, None
+    try:
+        d = int(raw)
+    except ValueError:
+        return 1, f"'{raw[:20]}' is not a depth; showing depth 1 (depths are 1 to 5)."
+    if not 1 <= d <= len(DEPTHS):
+        return 1, f"There is no depth {d}; showing depth 1 (depths are 1 to 5)."
+    return d, None
+
+
+@router.get("/terms/{slug}", response_class=HTMLResponse)
+def term_page(request: Request, slug: str, cat: CatalogueDep, depth: str | None = None) -> HTMLResponse:
+    term = cat.terms.get(slug)
+    if term is None:
+        other = cat.term_by_name(slug.replace("-", " "))
+        request.state.suggestions = [other] if other else cat.closest_terms(slug)
+        raise HTTPException(404, f"No term card called '{slug[:80]}'.")
+    d, note = _depth(depth)
+    nodes = term_map(cat, slug)
+    terms = cat.sorted_terms()
+    i = [t.slug for t in terms].index(slug)
+    ctx = {
+        "term": term,
+        "depth": d,
+        "depth_note": note,
+        "depths": DEPTHS,
+        "nodes": nodes,
+        "map_w": WIDTH,
+        "map_h": HEIGHT,
+        "collections": [cat.collections[c] for c in term.front.collections if c in cat.collections],
+        "prev_term": terms[i - 1] if i > 0 else None,
+        "next_term": terms[i + 1] if i + 1 < len(terms) else None,
+        "lessons": [lesson for lesson in cat.sorted_lessons() if slug in lesson.front.prerequisites],
+    }
+    return render(request, "terms/term.html", ctx, block_name="depths")
+
+
+@router.get("/collections/{cid}", response_class=HTMLResponse)
+def collection_page(request: Request, cid: str, cat: CatalogueDep) -> HTMLResponse:
+    coll = cat.collections.get(cid)
+    if coll is None:
+        raise HTTPException(404, f"No collection called '{cid[:80]}'.")
+    terms = [t for t in cat.sorted_terms() if cid in t.front.collections]
+    return render(request, "terms/collection.html", {"collection": coll, "terms": terms})

@@ -1,0 +1,132 @@
+"""Full-text search over terms and lessons with the database's own engine:
+SQLite FTS5 (bm25, snippet) or PostgreSQL (tsvector, ts_rank, ts_headline)."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import case, delete, func, select, text
+from sqlalchemy.orm import Session
+
+from app.content import Catalogue
+from app.db import Meta, SearchDoc
+
+MAX_QUERY = 200
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Highlight markers that cannot occur in content; replaced by <mark> after escaping.
+_HL_OPEN, _HL_CLOSE = "\x02", "\x03"
+
+
+@dataclass
+class Hit:
+    kind: str
+    slug: str
+    title: str
+    snippet_html: str
+
+    @property
+    def url(self) -> str:
+        return f"/{'terms' if self.kind == 'term' else 'lessons'}/{self.slug}"
+
+
+def _docs(cat: Catalogue) -> list[dict[str, str]]:
+    docs = []
+    for t in cat.terms.values():
+        docs.append(
+            {"kind": "term", "slug": t.slug, "title": t.title, "aliases": " ; ".join(t.front.aliases),
+             "definition": t.front.definition, "body": "\n\n".join(t.depths_md)}
+        )
+    for lesson in cat.lessons.values():
+        docs.append(
+            {"kind": "lesson", "slug": lesson.slug, "title": lesson.title, "aliases": "",
+             "definition": lesson.front.summary, "body": lesson.body_md}
+        )
+    return docs
+
+
+def sync_index(session: Session, cat: Catalogue) -> bool:
+    """Mirror the catalogue into search_docs when it changed; True if rewritten."""
+    docs = _docs(cat)
+    digest = hashlib.sha256(repr(sorted((d["kind"], d["slug"], hash(tuple(d.values()))) for d in docs)).encode()).hexdigest()
+    row = session.get(Meta, "search_digest")
+    if row is not None and row.value == digest:
+        return False
+    session.execute(delete(SearchDoc))
+    session.add_all(SearchDoc(**d) for d in docs)
+    if row is None:
+        session.add(Meta(key="search_digest", value=digest))
+    else:
+        row.value = digest
+    session.commit()
+    return True
+
+
+def _terms(q: str) -> list[str]:
+    return _WORD.findall(q[:MAX_QUERY].lower())[:12]
+
+
+def _safe_snippet(raw: str) -> str:
+    return html.escape(raw).replace(_HL_OPEN, "<mark>").replace(_HL_CLOSE, "</mark>")
+
+
+def search(session: Session, q: str, limit: int = 20) -> list[Hit]:
+    """Ranked hits; any input (quotes, operators, junk) is reduced to plain words."""
+    words = _terms(q)
+    if not words:
+        return []
+    if session.get_bind().dialect.name == "sqlite":
+        # Every word quoted (no operators reach FTS5); the last one as a prefix for type-ahead.
+        match = " ".join(f'"{w}"' for w in words[:-1]) + f' "{words[-1]}"*'
+        rows = session.execute(
+            text(
+                "SELECT d.kind, d.slug, d.title, "
+                "snippet(search_fts, -1, :o, :c, ' … ', 14) AS snip "
+                "FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid "
+                "WHERE search_fts MATCH :m "
+                "ORDER BY bm25(search_fts, 10.0, 10.0, 4.0, 1.0) LIMIT :n"
+            ),
+            {"m": match.strip(), "o": _HL_OPEN, "c": _HL_CLOSE, "n": limit},
+        ).all()
+    else:
+        tsq = " & ".join(f"{w}:*" for w in words)
+        vec = (
+            "setweight(to_tsvector('english', title), 'A') || "
+            "setweight(to_tsvector('english', aliases), 'A') || "
+            "setweight(to_tsvector('english', definition), 'B') || "
+            "setweight(to_tsvector('english', body), 'C')"
+        )
+        rows = session.execute(
+            text(
+                f"SELECT kind, slug, title, ts_headline('english', definition || ' ' || body, q, "  # noqa: S608
+                "'StartSel=' || :o || ', StopSel=' || :c || ', MaxWords=28, MinWords=10') AS snip "
+                f"FROM search_docs, to_tsquery('english', :tsq) q WHERE ({vec}) @@ q "
+                f"ORDER BY ts_rank({vec}, q) DESC LIMIT :n"
+            ),
+            {"tsq": tsq, "o": _HL_OPEN, "c": _HL_CLOSE, "n": limit},
+        ).all()
+    return [Hit(kind=r[0], slug=r[1], title=r[2], snippet_html=_safe_snippet(r[3] or "")) for r in rows]
+
+
+def suggest(session: Session, q: str, limit: int = 8) -> list[SearchDoc]:
+    """Type-ahead for the "Go to" box: titles (at the start or at a word) and aliases."""
+    needle = q.strip().lower()[:80]
+    if not needle:
+        return []
+    esc = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    title = func.lower(SearchDoc.title)
+    starts = title.like(esc + "%", escape="\\")
+    stmt = (
+        select(SearchDoc)
+        .where(
+            starts
+            | title.like("% " + esc + "%", escape="\\")
+            | func.lower(SearchDoc.aliases).like(esc + "%", escape="\\")
+            | func.lower(SearchDoc.aliases).like("% ; " + esc + "%", escape="\\")
+        )
+        .order_by(case((starts, 0), else_=1), SearchDoc.kind.desc(), SearchDoc.title)
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))

@@ -1,0 +1,60 @@
+"""Jinja2 templates with fragments: htmx requests get only the named block."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2_fragments.fastapi import Jinja2Blocks
+
+from app.settings import ROOT
+
+templates = Jinja2Blocks(directory=str(ROOT / "templates"))
+
+
+class StaticManifest:
+    """Content-hashed URLs for files under static/ (``/static/css/app.3f2a9c1d.css``)."""
+
+    def __init__(self, static_dir: Path):
+        self.static_dir = static_dir
+        self.by_name: dict[str, str] = {}
+        self.by_hashed: dict[str, Path] = {}
+        for path in sorted(static_dir.rglob("*")):
+            if not path.is_file():
+                continue
+            rel = path.relative_to(static_dir).as_posix()
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:10]
+            stem, dot, ext = rel.rpartition(".")
+            hashed = f"{stem}.{digest}.{ext}" if dot else f"{rel}.{digest}"
+            self.by_name[rel] = hashed
+            self.by_hashed[hashed] = path
+
+    def url(self, name: str) -> str:
+        return "/static/" + self.by_name.get(name, name)
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-History-Restore-Request") != "true"
+
+
+def render(
+    request: Request,
+    template: str,
+    context: dict[str, Any] | None = None,
+    block_name: str | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """The full page, or only ``block_name`` when htmx asked for it. Always ``Vary: HX-Request``."""
+    ctx = dict(context or {})
+    ctx.setdefault("csrf_token", request.state.csrf_token)
+    ctx.setdefault("learner", getattr(request.state, "learner", None))
+    block = block_name if (block_name and is_htmx(request)) else None
+    resp: HTMLResponse = templates.TemplateResponse(
+        request, template, ctx, block_name=block, status_code=status_code
+    )
+    resp.headers["Vary"] = "HX-Request"
+    resp.headers.setdefault("Cache-Control", "no-cache")
+    return resp

@@ -1,0 +1,218 @@
+"""Functions that content "facts" call, so every number a card states is checked.
+
+A fact in a term card or lesson names one of ``FACTS`` and its arguments; the
+test suite calls ``evaluate(fn, args)`` and compares the result with the
+stated value. See docs/content-format.md ("Facts") and
+docs/models-and-gpus.md (what is counted).
+
+Imports stay cheap: the model and GPU registries are pure Python and
+``labs.quant`` (torch) is only imported by the two functions that need it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from labs import memory
+from labs.gpus import get_gpu
+from labs.models import get_model
+from labs.models import param_count as _param_count
+
+
+@dataclass(frozen=True)
+class FloatEncoding:
+    """A binary floating-point format: sign + ``exponent_bits`` + ``mantissa_bits``.
+
+    ``specials`` says how the top exponent code is used:
+    ``ieee`` — reserved for Inf/NaN (fp32, tf32, bf16, fp16, fp8_e5m2);
+    ``fn`` — finite, only the all-ones mantissa is NaN (fp8_e4m3, OCP "E4M3FN");
+    ``finite`` — no Inf/NaN at all (the OCP MX fp6/fp4 element types).
+    """
+
+    exponent_bits: int
+    mantissa_bits: int
+    specials: str
+    storage_bits: int
+
+    @property
+    def bias(self) -> int:
+        return 2 ** (self.exponent_bits - 1) - 1
+
+    @property
+    def max(self) -> float:
+        top_exponent_code = 2**self.exponent_bits - 1
+        ulp = 2.0**-self.mantissa_bits
+        if self.specials == "ieee":
+            return (2 - ulp) * 2.0 ** (top_exponent_code - 1 - self.bias)
+        if self.specials == "fn":
+            return (2 - 2 * ulp) * 2.0 ** (top_exponent_code - self.bias)
+        return (2 - ulp) * 2.0 ** (top_exponent_code - self.bias)
+
+    @property
+    def min_normal(self) -> float:
+        return 2.0 ** (1 - self.bias)
+
+
+FLOAT_DTYPES: dict[str, FloatEncoding] = {
+    "fp32": FloatEncoding(8, 23, "ieee", 32),
+    # TF32 is fp32 in registers; tensor cores read 1 + 8 + 10 = 19 significant bits.
+    "tf32": FloatEncoding(8, 10, "ieee", 19),
+    "bf16": FloatEncoding(8, 7, "ieee", 16),
+    "fp16": FloatEncoding(5, 10, "ieee", 16),
+    "fp8_e4m3": FloatEncoding(4, 3, "fn", 8),
+    "fp8_e5m2": FloatEncoding(5, 2, "ieee", 8),
+    "fp6_e2m3": FloatEncoding(2, 3, "finite", 6),
+    "fp6_e3m2": FloatEncoding(3, 2, "finite", 6),
+    "fp4_e2m1": FloatEncoding(2, 1, "finite", 4),
+}
+
+# Signed two's-complement integers; "max" is the largest positive value, the
+# one symmetric quantizers map amax to (int8 → 127, int4 → 7).
+INT_DTYPE_BITS: dict[str, int] = {"int8": 8, "int4": 4}
+
+
+def bits_per_value(
+    format: str, granularity: str | int | None = None, zero_point: bool | None = None
+) -> float:
+    """Stored bits per element of a ``labs.quant`` format, scales and zero points included.
+
+    Delegates to ``labs.quant.bits_per_value``; an amortised per-tensor scale
+    is not included (nvfp4 → 4.5, mxfp4 → 4.25, q4_0 → 4.5).
+    """
+    from labs import quant
+
+    options: dict[str, Any] = {}
+    if granularity is not None:
+        options["granularity"] = granularity
+    if zero_point is not None:
+        options["zero_point"] = zero_point
+    return float(quant.bits_per_value(format, **options))
+
+
+def block_size(format: str) -> int:
+    """Elements that share one scale in a ``labs.quant`` format (nvfp4 → 16, mxfp4 → 32)."""
+    from labs import quant
+
+    size = quant.FORMATS[format].block_size
+    if size is None:
+        raise ValueError(f"{format} has no fixed block size (its scale is per tensor or channel)")
+    return int(size)
+
+
+def dtype_max(dtype: str) -> float:
+    """Largest finite value: fp8_e4m3 → 448, fp4_e2m1 → 6, int8 → 127."""
+    if dtype in INT_DTYPE_BITS:
+        return float(2 ** (INT_DTYPE_BITS[dtype] - 1) - 1)
+    return _float(dtype).max
+
+
+def dtype_min_normal(dtype: str) -> float:
+    """Smallest positive normal value of a float type: fp16 → 2^-14, fp8_e4m3 → 2^-6."""
+    if dtype in INT_DTYPE_BITS:
+        raise ValueError(f"{dtype} is an integer type: it has no normal numbers")
+    return _float(dtype).min_normal
+
+
+def dtype_bits(dtype: str) -> int:
+    """Bits per value (tf32 counts its 19 significant bits, not its 32-bit storage)."""
+    if dtype in INT_DTYPE_BITS:
+        return INT_DTYPE_BITS[dtype]
+    return _float(dtype).storage_bits
+
+
+def _float(dtype: str) -> FloatEncoding:
+    try:
+        return FLOAT_DTYPES[dtype]
+    except KeyError:
+        known = ", ".join([*FLOAT_DTYPES, *INT_DTYPE_BITS])
+        raise KeyError(f"unknown dtype {dtype!r}; known: {known}") from None
+
+
+def param_count(model: str) -> int:
+    """Total parameters of a registry model, all experts counted (Llama 3.1 70B → 70,553,706,496)."""
+    return _param_count(get_model(model))
+
+
+def weight_bytes(model: str, weight_format: str) -> int:
+    """Bytes of all weights of a registry model in ``weight_format``.
+
+    Plain dtypes (fp32, bf16, fp16) apply to every tensor: Llama 3.1 70B in
+    bf16 → 141,107,412,992 bytes (141.1 GB). Quantized formats quantize the
+    projection matrices only and keep embeddings, lm_head, norms, biases and
+    routers in bf16; scales are counted (nvfp4: 4.5 bits per quantized value
+    plus an fp32 scale per tensor). Same rules as the memory-budget lab.
+    """
+    _check_weight_format(weight_format)
+    return memory.weight_bytes(get_model(model), weight_format)
+
+
+def kv_bytes_per_token(model: str, kv_dtype: str) -> int:
+    """Bytes of K and V per token, all layers (Llama 3.1 70B, bf16 → 327,680)."""
+    if kv_dtype not in memory.KV_DTYPE_BYTES:
+        raise KeyError(f"unknown kv_dtype {kv_dtype!r}; known: {', '.join(memory.KV_DTYPE_BYTES)}")
+    return memory.kv_bytes_per_token(get_model(model), kv_dtype)
+
+
+def gpu_memory_bytes(gpu: str) -> int:
+    """Device memory as marketed, read as decimal GB: H100 → 80e9 bytes."""
+    return get_gpu(gpu).memory_bytes
+
+
+def gpu_visible_memory_bytes(gpu: str) -> int:
+    """Device memory as nvidia-smi reports it: H100 → 81,559 MiB = 85,520,809,984 bytes."""
+    return get_gpu(gpu).visible_memory_bytes
+
+
+def gpu_bandwidth(gpu: str) -> float:
+    """Peak memory bandwidth in bytes per second: H100 SXM → 3.35e12."""
+    return get_gpu(gpu).bandwidth_bytes_per_s
+
+
+def compute_capability(gpu: str) -> float:
+    """CUDA compute capability as a number: H100 → 9.0, L4 → 8.9."""
+    return get_gpu(gpu).compute_capability
+
+
+def _check_weight_format(weight_format: str) -> None:
+    if weight_format not in memory.WEIGHT_FORMATS:
+        known = ", ".join(memory.WEIGHT_FORMATS)
+        raise KeyError(f"unknown weight_format {weight_format!r}; known: {known}")
+
+
+FACTS: dict[str, Callable[..., float | int]] = {
+    "bits_per_value": bits_per_value,
+    "block_size": block_size,
+    "dtype_max": dtype_max,
+    "dtype_min_normal": dtype_min_normal,
+    "dtype_bits": dtype_bits,
+    "param_count": param_count,
+    "weight_bytes": weight_bytes,
+    "kv_bytes_per_token": kv_bytes_per_token,
+    "gpu_memory_bytes": gpu_memory_bytes,
+    "gpu_visible_memory_bytes": gpu_visible_memory_bytes,
+    "gpu_bandwidth": gpu_bandwidth,
+    "compute_capability": compute_capability,
+}
+
+
+def evaluate(fn: str, args: Mapping[str, Any] | None = None) -> float:
+    """Call fact ``fn`` with keyword ``args`` and return its value as a float.
+
+    Raises ``KeyError`` for an unknown function or registry id and
+    ``TypeError`` for arguments the function does not take, each naming it.
+    """
+    try:
+        func = FACTS[fn]
+    except KeyError:
+        raise KeyError(f"unknown fact function {fn!r}; known: {', '.join(FACTS)}") from None
+    try:
+        value = func(**dict(args or {}))
+    except TypeError as exc:
+        raise TypeError(f"{fn}({dict(args or {})}): {exc}") from None
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{fn}({dict(args or {})}) is not finite: {result}")
+    return result

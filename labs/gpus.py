@@ -1,0 +1,244 @@
+"""GPU registry: memory, bandwidth, compute capability and tensor-core types.
+
+Numbers are the vendor's datasheet figures (URL in ``source_url``).
+
+Units, explicitly:
+- ``memory_gb`` is the capacity *as marketed*. NVIDIA prints "GB"; this
+  registry reads it as decimal gigabytes (``memory_bytes = memory_gb × 1e9``),
+  which is what a reader of the datasheet computes and a safe floor.
+- ``nvidia_smi_mib`` is what ``nvidia-smi --query-gpu=memory.total`` reports
+  on the real card, in MiB (2^20 bytes). HBM capacities are binary, so this is
+  usually *more* than the decimal reading: an "80 GB" H100 reports 81,559 MiB
+  = 85.5e9 bytes. The values were taken from published ``nvidia-smi`` output.
+- ``bandwidth_bytes_per_s``: peak DRAM bandwidth, decimal (TB/s × 1e12).
+- ``dense_tflops``: peak dense tensor-core throughput (no 2:4 sparsity), in
+  TFLOPS (TOPS for integer types), keyed by input type. A type missing from
+  the dict has no tensor-core path on that GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+BYTES_PER_GB = 10**9
+BYTES_PER_MIB = 2**20
+BYTES_PER_TB = 10**12
+
+GpuId = Literal[
+    "v100", "t4", "a100-40gb", "a100-80gb", "l4", "l40s", "rtx-4090", "h100", "h200", "b200"
+]
+
+# Tensor-core input types by architecture (CUDA compute capability). Volta has
+# FP16 only; Turing adds INT8/INT4; Ampere adds TF32/BF16; Ada adds FP8;
+# Hopper keeps FP8 and drops INT4; Blackwell (sm_100) adds FP6/FP4 and the
+# block-scaled MX and NVFP4 formats.
+_VOLTA = ("fp16",)
+_TURING = ("fp16", "int8", "int4")
+_AMPERE = ("tf32", "bf16", "fp16", "int8", "int4")
+_ADA = ("tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "int4")
+_HOPPER = ("tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8")
+_BLACKWELL = (
+    "tf32",
+    "bf16",
+    "fp16",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "mxfp8",
+    "fp6",
+    "mxfp6",
+    "fp4",
+    "mxfp4",
+    "nvfp4",
+    "int8",
+)
+
+
+@dataclass(frozen=True)
+class GPU:
+    id: str
+    name: str
+    architecture: str
+    compute_capability: float
+    memory_gb: float  # as marketed ("80 GB"), decimal reading
+    memory_type: str
+    nvidia_smi_mib: int  # memory.total as nvidia-smi reports it
+    bandwidth_tb_s: float
+    tensor_types: tuple[str, ...]
+    dense_tflops: dict[str, float] = field(default_factory=dict)
+    source_url: str = ""
+    notes: str = ""
+
+    @property
+    def memory_bytes(self) -> int:
+        """Marketed capacity read as decimal GB, in bytes."""
+        return round(self.memory_gb * BYTES_PER_GB)
+
+    @property
+    def visible_memory_bytes(self) -> int:
+        """Total device memory as the driver reports it (nvidia-smi), in bytes."""
+        return self.nvidia_smi_mib * BYTES_PER_MIB
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_tb_s * BYTES_PER_TB
+
+    def supports(self, tensor_type: str) -> bool:
+        """Whether the tensor cores take ``tensor_type`` inputs natively."""
+        return tensor_type in self.tensor_types
+
+
+GPUS: dict[str, GPU] = {
+    g.id: g
+    for g in (
+        GPU(
+            id="v100",
+            name="NVIDIA V100 SXM2 32 GB",
+            architecture="Volta",
+            compute_capability=7.0,
+            memory_gb=32,
+            memory_type="HBM2",
+            nvidia_smi_mib=32768,
+            bandwidth_tb_s=0.9,
+            tensor_types=_VOLTA,
+            dense_tflops={"fp16": 125},
+            source_url="https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+        ),
+        GPU(
+            id="t4",
+            name="NVIDIA T4",
+            architecture="Turing",
+            compute_capability=7.5,
+            memory_gb=16,
+            memory_type="GDDR6",
+            nvidia_smi_mib=15360,
+            bandwidth_tb_s=0.32,
+            tensor_types=_TURING,
+            dense_tflops={"fp16": 65, "int8": 130, "int4": 260},
+            source_url="https://www.nvidia.com/en-us/data-center/tesla-t4/",
+            notes="No BF16: train and serve in FP16 on Turing.",
+        ),
+        GPU(
+            id="a100-40gb",
+            name="NVIDIA A100 SXM4 40 GB",
+            architecture="Ampere",
+            compute_capability=8.0,
+            memory_gb=40,
+            memory_type="HBM2",
+            nvidia_smi_mib=40960,
+            bandwidth_tb_s=1.555,
+            tensor_types=_AMPERE,
+            dense_tflops={"tf32": 156, "bf16": 312, "fp16": 312, "int8": 624, "int4": 1248},
+            source_url="https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+        ),
+        GPU(
+            id="a100-80gb",
+            name="NVIDIA A100 SXM4 80 GB",
+            architecture="Ampere",
+            compute_capability=8.0,
+            memory_gb=80,
+            memory_type="HBM2e",
+            nvidia_smi_mib=81920,
+            bandwidth_tb_s=2.039,
+            tensor_types=_AMPERE,
+            dense_tflops={"tf32": 156, "bf16": 312, "fp16": 312, "int8": 624, "int4": 1248},
+            source_url="https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+        ),
+        GPU(
+            id="l4",
+            name="NVIDIA L4",
+            architecture="Ada Lovelace",
+            compute_capability=8.9,
+            memory_gb=24,
+            memory_type="GDDR6",
+            nvidia_smi_mib=23034,
+            bandwidth_tb_s=0.3,
+            tensor_types=_ADA,
+            dense_tflops={"tf32": 60, "bf16": 121, "fp16": 121, "fp8": 242.5, "int8": 242.5},
+            source_url="https://www.nvidia.com/en-us/data-center/l4/",
+        ),
+        GPU(
+            id="l40s",
+            name="NVIDIA L40S",
+            architecture="Ada Lovelace",
+            compute_capability=8.9,
+            memory_gb=48,
+            memory_type="GDDR6",
+            nvidia_smi_mib=46068,
+            bandwidth_tb_s=0.864,
+            tensor_types=_ADA,
+            dense_tflops={"tf32": 183, "bf16": 362.05, "fp16": 362.05, "fp8": 733, "int8": 733},
+            source_url="https://www.nvidia.com/en-us/data-center/l40s/",
+        ),
+        GPU(
+            id="rtx-4090",
+            name="NVIDIA GeForce RTX 4090",
+            architecture="Ada Lovelace",
+            compute_capability=8.9,
+            memory_gb=24,
+            memory_type="GDDR6X",
+            nvidia_smi_mib=24564,
+            bandwidth_tb_s=1.008,
+            tensor_types=_ADA,
+            # FP32-accumulate figures from the Ada whitepaper (appendix table).
+            dense_tflops={"tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3, "int8": 660.6},
+            source_url="https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+        ),
+        GPU(
+            id="h100",
+            name="NVIDIA H100 SXM 80 GB",
+            architecture="Hopper",
+            compute_capability=9.0,
+            memory_gb=80,
+            memory_type="HBM3",
+            nvidia_smi_mib=81559,
+            bandwidth_tb_s=3.35,
+            tensor_types=_HOPPER,
+            dense_tflops={"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979, "int8": 1979},
+            source_url="https://www.nvidia.com/en-us/data-center/h100/",
+        ),
+        GPU(
+            id="h200",
+            name="NVIDIA H200 SXM 141 GB",
+            architecture="Hopper",
+            compute_capability=9.0,
+            memory_gb=141,
+            memory_type="HBM3e",
+            nvidia_smi_mib=143771,
+            bandwidth_tb_s=4.8,
+            tensor_types=_HOPPER,
+            dense_tflops={"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979, "int8": 1979},
+            source_url="https://www.nvidia.com/en-us/data-center/h200/",
+        ),
+        GPU(
+            id="b200",
+            name="NVIDIA B200 (HGX B200)",
+            architecture="Blackwell",
+            compute_capability=10.0,
+            memory_gb=180,
+            memory_type="HBM3e",
+            nvidia_smi_mib=183359,
+            bandwidth_tb_s=7.7,
+            tensor_types=_BLACKWELL,
+            dense_tflops={
+                "tf32": 1100,
+                "bf16": 2250,
+                "fp16": 2250,
+                "fp8": 4500,
+                "fp6": 4500,
+                "fp4": 9000,
+                "int8": 4500,
+            },
+            source_url="https://www.nvidia.com/en-us/data-center/hgx/",
+            notes="HGX B200 per-GPU figures (180 GB, 7.7 TB/s); the chip was announced with 192 GB, 8 TB/s.",
+        ),
+    )
+}
+
+
+def get_gpu(gpu_id: str) -> GPU:
+    """The registry entry for ``gpu_id``; ``KeyError`` naming the known ids otherwise."""
+    try:
+        return GPUS[gpu_id]
+    except KeyError:
+        raise KeyError(f"unknown gpu {gpu_id!r}; known: {', '.join(GPUS)}") from None

@@ -1,0 +1,149 @@
+"""Small, self-contained SVG charts for lab results.
+
+Rendered with matplotlib's object API (no pyplot global state) on the SVG
+backend, imported lazily so importing a lab never imports matplotlib. Text
+stays text (``svg.fonttype = none``), ids are deterministic, and the output is
+sanitised for inlining: no XML prolog or DOCTYPE (an external DTD reference),
+no ``<script>``, no event-handler attributes, no external links.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Small figures: they sit beside text in a lab result. Inches at 100 dpi.
+FIGURE_SIZE_IN = (6.4, 3.4)
+# Hard ceiling on one chart; the run's output cap must never be spent on plots.
+MAX_SVG_BYTES = 60_000
+# Labels longer than this are shortened; matplotlib would squeeze the axes.
+MAX_LABEL_CHARS = 28
+DEFAULT_BINS = 40
+MAX_BINS = 200
+
+_RC = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "lowbit",
+    "font.size": 9.0,
+    "axes.titlesize": 10.0,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "path.simplify": True,
+}
+
+_XML_PROLOG = re.compile(r"<\?xml[^>]*\?>\s*", re.IGNORECASE)
+_DOCTYPE = re.compile(r"<!DOCTYPE[^>]*>\s*", re.IGNORECASE)
+_COMMENT = re.compile(r"<!--.*?-->\s*", re.DOTALL)
+_METADATA = re.compile(r"<metadata\b.*?</metadata\s*>\s*", re.IGNORECASE | re.DOTALL)
+_SCRIPT = re.compile(r"<script\b.*?</script\s*>|<script\b[^>]*/>", re.IGNORECASE | re.DOTALL)
+_FOREIGN = re.compile(r"<foreignObject\b.*?</foreignObject\s*>", re.IGNORECASE | re.DOTALL)
+_EVENT_ATTR = re.compile(r"\s+on[a-z]+\s*=\s*(\"[^\"]*\"|'[^']*')", re.IGNORECASE)
+_EXTERNAL_HREF = re.compile(
+    r"\s+(?:xlink:)?href\s*=\s*(\"(?!#)[^\"]*\"|'(?!#)[^']*')", re.IGNORECASE
+)
+
+
+def sanitize_svg(svg: str) -> str:
+    """Make an SVG string safe to inline: strip prolog, DOCTYPE, comments, RDF
+    metadata, scripts, ``foreignObject``, ``on*=`` handlers and any non-fragment ``href``."""
+    for pattern in (_XML_PROLOG, _DOCTYPE, _COMMENT, _METADATA, _SCRIPT, _FOREIGN, _EVENT_ATTR, _EXTERNAL_HREF):
+        svg = pattern.sub("", svg)
+    return svg.strip()
+
+
+def _short(label: object) -> str:
+    text = str(label)
+    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def _render(draw: Any) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=FIGURE_SIZE_IN, layout="constrained")
+        ax = fig.subplots()
+        draw(ax)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = sanitize_svg(buf.getvalue())
+    if len(svg.encode()) > MAX_SVG_BYTES:
+        raise ValueError(f"chart is {len(svg.encode())} bytes, over the {MAX_SVG_BYTES}-byte limit")
+    return svg
+
+
+def bar_chart(
+    labels: Sequence[object],
+    values: Sequence[float],
+    *,
+    title: str,
+    value_label: str,
+    horizontal: bool = True,
+) -> str:
+    """Bars of ``values`` (axis label ``value_label``, with its unit) named by ``labels``."""
+    if len(labels) != len(values):
+        raise ValueError("labels and values differ in length")
+    names = [_short(x) for x in labels]
+
+    def draw(ax: Any) -> None:
+        if horizontal:
+            ax.barh(names, values, color="#3b6ea5")
+            ax.invert_yaxis()
+            ax.set_xlabel(value_label)
+        else:
+            ax.bar(names, values, color="#3b6ea5")
+            ax.set_ylabel(value_label)
+            ax.tick_params(axis="x", labelrotation=30)
+        ax.set_title(title)
+
+    return _render(draw)
+
+
+def histogram(
+    values: Sequence[float],
+    *,
+    title: str,
+    value_label: str,
+    bins: int = DEFAULT_BINS,
+    count_label: str = "count",
+) -> str:
+    """Histogram of ``values``; the sample is binned here, so the SVG size does not grow with it."""
+    bins = max(1, min(int(bins), MAX_BINS))
+
+    def draw(ax: Any) -> None:
+        ax.hist(list(values), bins=bins, color="#3b6ea5")
+        ax.set_xlabel(value_label)
+        ax.set_ylabel(count_label)
+        ax.set_title(title)
+
+    return _render(draw)
+
+
+def line_chart(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    hlines: Mapping[str, float] | None = None,
+    log_x: bool = False,
+) -> str:
+    """One line per ``series`` entry (name → (xs, ys)); ``hlines`` draws labelled limits."""
+
+    def draw(ax: Any) -> None:
+        for name, (xs, ys) in series.items():
+            ax.plot(list(xs), list(ys), marker="o", markersize=3, label=_short(name))
+        for name, y in (hlines or {}).items():
+            ax.axhline(y, linestyle="--", color="#a33", linewidth=1, label=_short(name))
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        ax.set_title(title)
+        ax.legend(frameon=False)
+
+    return _render(draw)

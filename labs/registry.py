@@ -1,0 +1,34 @@
+"""The lab registry: lab id -> Lab. Importing it imports no torch."""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from labs.base import Lab
+
+# One module per lab; adding a lab is one file plus one line here.
+LAB_MODULES: tuple[str, ...] = (
+    "labs.gpu_status",
+    "labs.torch_env",
+    "labs.block_quantize",
+)
+
+
+@cache
+def all_labs() -> dict[str, Lab]:
+    labs: dict[str, Lab] = {}
+    for name in LAB_MODULES:
+        lab = importlib.import_module(name).LAB
+        if lab.id in labs:
+            raise RuntimeError(f"duplicate lab id {lab.id}")
+        labs[lab.id] = lab
+    return labs
+
+
+def get_lab(lab_id: str) -> Lab | None:
+    return all_labs().get(lab_id)
+
+
+def lab_ids() -> set[str]:
+    return set(all_labs())

@@ -1,0 +1,95 @@
+// lowbit keyboard shortcuts and small enhancements. Everything here is optional:
+// every page works without JavaScript.
+(function () {
+  "use strict";
+  function typing(el) {
+    if (!el) return false;
+    var tag = el.tagName;
+    return el.isContentEditable || tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT";
+  }
+  function dialog() { return document.getElementById("shortcuts"); }
+  function openShortcuts() { var d = dialog(); if (d && !d.open) d.showModal(); }
+  function navItems() {
+    var list = document.querySelector("[data-nav-list]");
+    return list ? Array.prototype.slice.call(list.querySelectorAll("a.nav-item")) : [];
+  }
+  function move(step) {
+    var items = navItems();
+    if (items.length) {
+      var i = items.indexOf(document.activeElement);
+      var next = items[Math.max(0, Math.min(items.length - 1, i < 0 ? (step > 0 ? 0 : items.length - 1) : i + step))];
+      items.forEach(function (a) { a.classList.remove("current"); });
+      next.classList.add("current");
+      next.focus();
+      return;
+    }
+    var link = document.querySelector(step > 0 ? "[data-key-next]" : "[data-key-prev]");
+    if (link) link.click();
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) {
+      if (e.key === "Escape" && e.target && e.target.id === "goto-input") closeGoto();
+      return;
+    }
+    var d = dialog();
+    if (d && d.open) return;
+    var k = e.key;
+    if (k === "/") { e.preventDefault(); var s = document.getElementById("q") || document.getElementById("site-search"); if (s) { s.focus(); s.select(); } }
+    else if (k === "g") { e.preventDefault(); var g = document.getElementById("goto-input"); if (g) g.focus(); }
+    else if (k === "?") { e.preventDefault(); openShortcuts(); }
+    else if (k === "j") { e.preventDefault(); move(1); }
+    else if (k === "k") { e.preventDefault(); move(-1); }
+    else if (/^[1-5]$/.test(k)) {
+      var tab = document.querySelector('[data-depth-key="' + k + '"]');
+      if (tab) { e.preventDefault(); tab.click(); }
+    }
+  });
+  document.addEventListener("click", function (e) {
+    var t = e.target.closest && e.target.closest("[data-open-shortcuts]");
+    if (t) openShortcuts();
+  });
+  // Tabs: arrow keys move between depths (WAI-ARIA tabs pattern).
+  document.addEventListener("keydown", function (e) {
+    var tab = e.target.closest && e.target.closest('[role="tab"]');
+    if (!tab || (e.key !== "ArrowRight" && e.key !== "ArrowLeft")) return;
+    var tabs = Array.prototype.slice.call(tab.parentNode.querySelectorAll('[role="tab"]'));
+    var i = tabs.indexOf(tab) + (e.key === "ArrowRight" ? 1 : -1);
+    if (tabs[i]) { e.preventDefault(); tabs[i].click(); }
+  });
+  // After htmx swaps the depth panels, keep focus on the selected tab.
+  document.addEventListener("htmx:afterSwap", function (e) {
+    if (e.detail.target && e.detail.target.id === "depths") {
+      var sel = document.querySelector('[role="tab"][aria-selected="true"]');
+      if (sel) sel.focus();
+    }
+    if (e.detail.target && e.detail.target.id === "goto-list") syncGoto();
+  });
+  // "Go to" type-ahead: arrows choose, Enter follows.
+  function closeGoto() { var l = document.getElementById("goto-list"); if (l) l.classList.remove("open"); }
+  function syncGoto() {
+    var l = document.getElementById("goto-list"), input = document.getElementById("goto-input");
+    if (!l || !input) return;
+    var open = l.children.length > 0 && document.activeElement === input;
+    l.classList.toggle("open", open);
+    input.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+  document.addEventListener("keydown", function (e) {
+    if (!e.target || e.target.id !== "goto-input") return;
+    var l = document.getElementById("goto-list");
+    if (!l) return;
+    var opts = Array.prototype.slice.call(l.querySelectorAll('[role="option"]'));
+    var cur = opts.findIndex(function (o) { return o.getAttribute("aria-selected") === "true"; });
+    if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+      e.preventDefault();
+      var n = e.key === "ArrowDown" ? Math.min(opts.length - 1, cur + 1) : Math.max(0, cur - 1);
+      opts.forEach(function (o, i) { o.setAttribute("aria-selected", i === n ? "true" : "false"); });
+    } else if (e.key === "Enter" && opts.length) {
+      e.preventDefault();
+      var pick = opts[cur >= 0 ? cur : 0].querySelector("a");
+      if (pick) window.location.assign(pick.getAttribute("href"));
+    }
+  });
+  document.addEventListener("focusout", function (e) {
+    if (e.target && e.target.id === "goto-input") setTimeout(closeGoto, 200);
+  });
+})();
