@@ -202,6 +202,7 @@ class Term:
     definition_html: str
     exercise_html: dict[str, str]
     line_of: dict[str, int] = field(default_factory=dict)
+    source: str = ""
 
     @property
     def title(self) -> str:
@@ -218,6 +219,7 @@ class Lesson:
     front: LessonFront
     segments: list[tuple[str, Any]]  # ("html", str) | ("lab", LabEmbed) | ("step", title)
     body_md: str
+    source: str = ""
 
     @property
     def title(self) -> str:
@@ -488,6 +490,7 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
             definition_html=render_inline(front.definition),
             exercise_html=exercise_html,
             line_of={".".join(map(str, k)): v + 1 for k, v in lines.items()},
+            source=path.read_text(encoding="utf-8"),
         )
         terms[slug] = term
         for name in [front.title, *front.aliases]:
@@ -519,7 +522,9 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
             problems.append(Problem(r, lines.get(("order",), 1) + 1, f"order {front.order} is also used by {orders[front.order]}"))
         orders[front.order] = r
         segments = _lesson_segments(body, body_line, r, problems)
-        lessons[slug] = Lesson(slug=slug, path=r, front=front, segments=segments, body_md=body)
+        lessons[slug] = Lesson(
+            slug=slug, path=r, front=front, segments=segments, body_md=body, source=path.read_text(encoding="utf-8")
+        )
         if slug in terms:
             pass  # lessons and terms live under different URLs; no clash
 
@@ -528,6 +533,12 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
     if problems:
         raise ContentError(problems)
     return cat
+
+
+def line_of_text(source: str, needle: str) -> int:
+    """1-based line of the first occurrence of ``needle`` in a file (1 if absent)."""
+    i = source.find(needle)
+    return source.count("\n", 0, i) + 1 if i >= 0 else 1
 
 
 def _internal_links(html_text: str) -> list[str]:
@@ -577,25 +588,25 @@ def cross_check(cat: Catalogue, lab_ids: set[str] | None) -> list[Problem]:
         for depth_html in [*term.depths_html, term.definition_html, *term.exercise_html.values()]:
             for link in _internal_links(depth_html):
                 if not _link_ok(cat, link, lab_ids):
-                    problems.append(Problem(term.path, 1, f"broken internal link {link}"))
+                    problems.append(Problem(term.path, line_of_text(term.source, link), f"broken internal link {link}"))
     for lesson in cat.lessons.values():
         f = lesson.front
         for p in f.prerequisites:
             if p not in cat.terms:
-                problems.append(Problem(lesson.path, 2, f"prerequisite term '{p}' does not exist"))
+                problems.append(Problem(lesson.path, line_of_text(lesson.source, p), f"prerequisite term '{p}' does not exist"))
         embeds = [s[1].lab for s in lesson.segments if s[0] == "lab"]
         if lab_ids is not None:
             for lab in [*f.labs, *embeds]:
                 if lab not in lab_ids:
-                    problems.append(Problem(lesson.path, 2, f"lab '{lab}' does not exist"))
+                    problems.append(Problem(lesson.path, line_of_text(lesson.source, lab), f"lab '{lab}' does not exist"))
         for link in f.where_next:
             if not _link_ok(cat, link, lab_ids):
-                problems.append(Problem(lesson.path, 2, f"where_next link {link} does not resolve"))
+                problems.append(Problem(lesson.path, line_of_text(lesson.source, link), f"where_next link {link} does not resolve"))
         for kind, seg in lesson.segments:
             if kind == "html":
                 for link in _internal_links(seg):
                     if not _link_ok(cat, link, lab_ids):
-                        problems.append(Problem(lesson.path, 1, f"broken internal link {link}"))
+                        problems.append(Problem(lesson.path, line_of_text(lesson.source, link), f"broken internal link {link}"))
         ids = [q.id for q in f.quiz]
         for dup in {i for i in ids if ids.count(i) > 1}:
             problems.append(Problem(lesson.path, 2, f"quiz id '{dup}' is used twice"))

@@ -159,6 +159,97 @@ class Meta(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+class QuizAttempt(Base):
+    __tablename__ = "quiz_attempts"
+    __table_args__ = (Index("ix_quiz_attempts_learner_item", "learner_id", "owner", "item_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    owner: Mapped[str] = mapped_column(String(140))  # "term:<slug>" or "lesson:<slug>"
+    item_id: Mapped[str] = mapped_column(String(80))
+    answer: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    correct: Mapped[bool | None] = mapped_column(Boolean)
+    rating: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ReviewCard(Base):
+    """A spaced-review card (FSRS state) for one quick-check item or one wrong prediction."""
+
+    __tablename__ = "review_cards"
+    __table_args__ = (
+        UniqueConstraint("learner_id", "kind", "ref", name="uq_review_cards_learner_ref"),
+        Index("ix_review_cards_learner_due", "learner_id", "due"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))  # quiz | prediction
+    ref: Mapped[str] = mapped_column(String(240))  # "term:<slug>/<item>" or a notebook entry id
+    fsrs: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    due: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    reps: Mapped[int] = mapped_column(Integer, default=0)
+    lapses: Mapped[int] = mapped_column(Integer, default=0)
+    last_review: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ReviewLog(Base):
+    __tablename__ = "review_logs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    card_id: Mapped[int] = mapped_column(ForeignKey("review_cards.id", ondelete="CASCADE"), index=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), index=True)
+    rating: Mapped[int] = mapped_column(Integer)
+    reviewed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class NotebookEntry(Base):
+    """Predict, run, compare, reflect: one exercise attempt in a learner's notebook."""
+
+    __tablename__ = "notebook_entries"
+    __table_args__ = (Index("ix_notebook_learner_created", "learner_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(String(140))  # term:<slug>, lesson:<slug> or lab:<id>
+    lab_id: Mapped[str | None] = mapped_column(String(64))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    prediction: Mapped[str] = mapped_column(Text, default="")
+    predicted_value: Mapped[float | None] = mapped_column(Float)
+    predicted_unit: Mapped[str | None] = mapped_column(String(20))
+    metric: Mapped[str | None] = mapped_column(String(64))
+    actual_value: Mapped[float | None] = mapped_column(Float)
+    prediction_correct: Mapped[bool | None] = mapped_column(Boolean)
+    next_step: Mapped[str] = mapped_column(Text, default="")
+    evidence: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PageVisit(Base):
+    """Terms read (per depth) and lessons opened or completed, for /progress."""
+
+    __tablename__ = "page_visits"
+    __table_args__ = (UniqueConstraint("learner_id", "kind", "slug", "detail", name="uq_page_visits"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # term | lesson | lesson-done
+    slug: Mapped[str] = mapped_column(String(120))
+    detail: Mapped[str] = mapped_column(String(16), default="")  # depth for terms
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LoginAttempt(Base):
+    __tablename__ = "login_attempts"
+    __table_args__ = (Index("ix_login_attempts_key_at", "key", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(120))
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})

@@ -92,12 +92,14 @@ class LowbitMiddleware:
             try:
                 data = self.signer.loads(token)
                 learner_id = data.get("l") if isinstance(data, dict) else None
+                state["username"] = data.get("u") if isinstance(data, dict) else None
             except BadSignature:
                 learner_id = None
         if not learner_id:
             learner_id = uuid.uuid4().hex
             new_cookies.append(self.session_cookie(learner_id))
         state["learner_id"] = learner_id
+        state.setdefault("username", None)
         state["set_session"] = None
 
         csrf = cookies.get(CSRF_COOKIE)
@@ -126,7 +128,9 @@ class LowbitMiddleware:
                 hdrs.append((b"x-request-id", request_id.encode()))
                 cookies_out = list(new_cookies)
                 if state.get("set_session"):
-                    cookies_out.append(self.session_cookie(state["set_session"]))
+                    new = state["set_session"]
+                    lid, user = new if isinstance(new, tuple) else (new, None)
+                    cookies_out.append(self.session_cookie(lid, user))
                 for c in cookies_out:
                     hdrs.append((b"set-cookie", c))
                 message["headers"] = hdrs
@@ -137,10 +141,11 @@ class LowbitMiddleware:
         finally:
             self._log(scope, status_holder["status"], started, request_id, learner_id)
 
-    def session_cookie(self, learner_id: str) -> bytes:
+    def session_cookie(self, learner_id: str, username: str | None = None) -> bytes:
+        data = {"l": learner_id, "u": username} if username else {"l": learner_id}
         return _cookie_header(
             SESSION_COOKIE,
-            self.signer.dumps({"l": learner_id}),
+            self.signer.dumps(data),
             http_only=True,
             secure=self.settings.secure_cookies,
             max_age=31536000,

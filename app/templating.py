@@ -50,7 +50,7 @@ def render(
     """The full page, or only ``block_name`` when htmx asked for it. Always ``Vary: HX-Request``."""
     ctx = dict(context or {})
     ctx.setdefault("csrf_token", request.state.csrf_token)
-    ctx.setdefault("learner", getattr(request.state, "learner", None))
+    ctx.setdefault("username", getattr(request.state, "username", None))
     block = block_name if (block_name and is_htmx(request)) else None
     resp: HTMLResponse = templates.TemplateResponse(
         request, template, ctx, block_name=block, status_code=status_code

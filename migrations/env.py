@@ -7,18 +7,10 @@ from alembic import context
 from sqlalchemy import Connection
 
 from app.db import Base, make_engine
+from app.migrate import include_object
 
 config = context.config
 target_metadata = Base.metadata
-
-# Made by migrations with raw SQL (full-text search); invisible to the models.
-_RAW_OBJECTS = {"search_fts", "search_fts_data", "search_fts_idx", "search_fts_content",
-                "search_fts_docsize", "search_fts_config", "ix_search_docs_tsv"}
-
-
-def include_object(obj, name, type_, reflected, compare_to):  # type: ignore[no-untyped-def]
-    return name not in _RAW_OBJECTS
-
 
 def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")

@@ -39,6 +39,9 @@
     else if (k === "?") { e.preventDefault(); openShortcuts(); }
     else if (k === "j") { e.preventDefault(); move(1); }
     else if (k === "k") { e.preventDefault(); move(-1); }
+    else if (/^[1-4]$/.test(k) && document.querySelector("[data-rating-key]")) {
+      e.preventDefault(); document.querySelector('[data-rating-key="' + k + '"]').click();
+    }
     else if (/^[1-5]$/.test(k)) {
       var tab = document.querySelector('[data-depth-key="' + k + '"]');
       if (tab) { e.preventDefault(); tab.click(); }

@@ -1,0 +1,132 @@
+"""Quick checks answered in place (htmx) or as a plain form post, and /review."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+
+from app import review
+from app.content import QuizItem
+from app.db import QuizAttempt, ReviewCard, utcnow
+from app.deps import CatalogueDep, LearnerDep, SessionDep, SettingsDep
+from app.quiz import AnswerError, answer_record, grade
+from app.templating import render
+
+router = APIRouter(tags=["quiz"])
+
+DOUBLE_SUBMIT_WINDOW = timedelta(seconds=10)
+
+
+async def _form(request: Request) -> dict[str, list[str]]:
+    form = await request.form()
+    return {k: [str(v) for v in form.getlist(k)] for k in form}
+
+
+def _item(cat, owner: str, item_id: str) -> QuizItem:  # type: ignore[no-untyped-def]
+    item = cat.quiz_item(owner, item_id)
+    if item is None:
+        raise HTTPException(404, "That quick-check question does not exist (it may have been removed).")
+    return item
+
+
+def _owner_link(owner: str, item: QuizItem) -> str:
+    kind, _, slug = owner.partition(":")
+    return f"/terms/{slug}?depth={item.depth}#depth-{item.depth}" if kind == "term" else f"/lessons/{slug}"
+
+
+@router.post("/quiz/{owner}/{item_id}", response_class=HTMLResponse)
+async def answer(request: Request, owner: str, item_id: str, cat: CatalogueDep, session: SessionDep, learner: LearnerDep) -> Response:
+    item = _item(cat, owner, item_id)
+    form = await _form(request)
+    ctx = {"item": item, "owner": owner, "link": _owner_link(owner, item)}
+    try:
+        g = grade(item, form)
+    except AnswerError as e:
+        return render(request, "quiz/feedback.html", {**ctx, "error": str(e)}, block_name="feedback", status_code=422)
+    record = answer_record(form)
+    last = session.scalar(
+        select(QuizAttempt)
+        .where(QuizAttempt.learner_id == learner, QuizAttempt.owner == owner, QuizAttempt.item_id == item_id)
+        .order_by(QuizAttempt.id.desc())
+        .limit(1)
+    )
+    duplicate = last is not None and last.answer == record and utcnow() - last.created_at < DOUBLE_SUBMIT_WINDOW
+    if not duplicate:
+        session.add(QuizAttempt(learner_id=learner, owner=owner, item_id=item_id, answer=record, correct=g.correct))
+        card = review.get_or_create(session, learner, "quiz", f"{owner}/{item_id}")
+        if g.correct is not None and card.reps == 0:
+            review.rate(session, card, 3 if g.correct else 1)
+        session.commit()
+    return render(request, "quiz/feedback.html", {**ctx, "grade": g}, block_name="feedback")
+
+
+@router.post("/quiz/{owner}/{item_id}/rate", response_class=HTMLResponse)
+async def self_rate(request: Request, owner: str, item_id: str, cat: CatalogueDep, session: SessionDep, learner: LearnerDep) -> Response:
+    """Self-grading of a free-text answer: again / hard / good / easy."""
+    item = _item(cat, owner, item_id)
+    form = await _form(request)
+    try:
+        rating = int(form.get("rating", ["0"])[0])
+        if rating not in review.RATINGS:
+            raise ValueError
+    except ValueError:
+        raise HTTPException(422, "Rate with 1 (Again), 2 (Hard), 3 (Good) or 4 (Easy).") from None
+    card = review.get_or_create(session, learner, "quiz", f"{owner}/{item_id}")
+    if card.reps == 0:
+        review.rate(session, card, rating)
+    session.commit()
+    return render(request, "quiz/rated.html", {"item": item, "rating": review.RATING_NAMES[rating], "due": card.due}, block_name="rated")
+
+
+@router.get("/review", response_class=HTMLResponse)
+def review_page(request: Request, cat: CatalogueDep, session: SessionDep, learner: LearnerDep, settings: SettingsDep) -> Response:
+    look = review.outlook(session, learner, settings.review_daily_limit)
+    card = review.next_due(session, learner) if look.remaining_today else None
+    item = owner = None
+    if card is not None:
+        owner, _, item_id = card.ref.rpartition("/")
+        item = cat.quiz_item(owner, item_id)
+        if item is None:  # the question was removed from the content: retire its card
+            session.delete(card)
+            session.commit()
+            return RedirectResponse("/review", status_code=303)
+    return render(request, "quiz/review.html", {"look": look, "card": card, "item": item, "owner": owner}, block_name="review")
+
+
+@router.post("/review/{card_id}/answer", response_class=HTMLResponse)
+async def review_answer(request: Request, card_id: int, cat: CatalogueDep, session: SessionDep, learner: LearnerDep) -> Response:
+    card = session.get(ReviewCard, card_id)
+    if card is None or card.learner_id != learner:
+        raise HTTPException(404, "No such review card.")
+    owner, _, item_id = card.ref.rpartition("/")
+    item = _item(cat, owner, item_id)
+    form = await _form(request)
+    ctx = {"card": card, "item": item, "owner": owner, "link": _owner_link(owner, item)}
+    try:
+        g = grade(item, form)
+    except AnswerError as e:
+        return render(request, "quiz/review_feedback.html", {**ctx, "error": str(e)}, block_name="review", status_code=422)
+    suggested = 1 if g.correct is False else 3
+    return render(request, "quiz/review_feedback.html", {**ctx, "grade": g, "suggested": suggested}, block_name="review")
+
+
+@router.post("/review/{card_id}/rate")
+async def review_rate(request: Request, card_id: int, session: SessionDep, learner: LearnerDep) -> Response:
+    card = session.get(ReviewCard, card_id)
+    if card is None or card.learner_id != learner:
+        raise HTTPException(404, "No such review card.")
+    form = await _form(request)
+    try:
+        rating = int(form.get("rating", ["0"])[0])
+    except ValueError:
+        rating = 0
+    if rating not in review.RATINGS:
+        raise HTTPException(422, "Rate with 1 (Again), 2 (Hard), 3 (Good) or 4 (Easy).")
+    if card.due <= utcnow():  # a double submission finds the card already moved on
+        review.rate(session, card, rating)
+        session.commit()
+    headers = {"HX-Redirect": "/review"} if request.headers.get("HX-Request") else {}
+    return RedirectResponse("/review", status_code=303, headers=headers)
