@@ -17,7 +17,7 @@ from app.content import Catalogue
 from app.db import make_engine, make_sessionmaker
 from app.logging import configure_logging
 from app.middleware import LowbitMiddleware
-from app.routes import accounts, health, pages, progress, quiz, search, static, terms
+from app.routes import accounts, health, lessons, pages, progress, quiz, search, static, terms
 from app.search import sync_index
 from app.settings import Settings
 from app.store import ContentStore
@@ -57,7 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.static = manifest
     templates.env.globals["static_url"] = manifest.url
 
-    for module in (health, pages, terms, search, quiz, accounts, progress, static):
+    for module in (health, pages, terms, lessons, search, quiz, accounts, progress, static):
         app.include_router(module.router)
     metrics.install(app)
     _install_error_pages(app)

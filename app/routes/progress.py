@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import func, select
 
 from app import progress
@@ -27,10 +27,10 @@ async def seen(request: Request, session: SessionDep, learner: LearnerDep, cat: 
     if kind not in VISIT_KINDS or not known or (detail and not detail.isdigit()):
         raise HTTPException(422, "Unknown page.")
     progress.record_visit(session, learner, kind, slug, detail)
-    if kind == "lesson-done" and not request.headers.get("HX-Request"):
-        from fastapi.responses import RedirectResponse
-
-        return RedirectResponse(f"/lessons/{slug}", status_code=303)
+    if kind == "lesson-done":
+        if not request.headers.get("HX-Request"):
+            return RedirectResponse(f"/lessons/{slug}", status_code=303)
+        return HTMLResponse('<p class="note" role="status">Lesson marked complete. See <a href="/progress">your progress</a>.</p>')
     return Response(status_code=204)
 
 

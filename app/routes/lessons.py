@@ -1,0 +1,58 @@
+"""Guided lessons: steps with embedded, pre-filled lab forms."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.deps import CatalogueDep
+from app.labforms import form_fields
+from app.templating import render
+from labs.registry import get_lab
+
+router = APIRouter(tags=["lessons"])
+
+
+@router.get("/lessons", response_class=HTMLResponse)
+def lessons_index(request: Request, cat: CatalogueDep) -> Response:
+    return render(request, "lessons/index.html", {"lessons": cat.sorted_lessons()})
+
+
+@router.get("/lessons/{slug}", response_class=HTMLResponse)
+def lesson_page(request: Request, slug: str, cat: CatalogueDep) -> Response:
+    lesson = cat.lessons.get(slug)
+    if lesson is None:
+        raise HTTPException(404, f"No lesson called '{slug[:80]}'.")
+    segments = []
+    n_lab = 0
+    for kind, seg in lesson.segments:
+        if kind == "lab":
+            lab = get_lab(seg.lab)
+            if lab is None:  # the checker rejects this; never crash a page over it
+                continue
+            n_lab += 1
+            segments.append(("lab", {"lab": lab, "fields": form_fields(lab, seg.params), "prompt": seg.prompt,
+                                     "anchor": f"lab-{n_lab}", "source": f"lesson:{slug}"}))
+        else:
+            segments.append((kind, seg))
+    ordered = cat.sorted_lessons()
+    i = ordered.index(lesson)
+    return render(request, "lessons/lesson.html", {
+        "lesson": lesson, "segments": segments,
+        "prereqs": [cat.terms[p] for p in lesson.front.prerequisites if p in cat.terms],
+        "prev_lesson": ordered[i - 1] if i > 0 else None,
+        "next_lesson": ordered[i + 1] if i + 1 < len(ordered) else None,
+        "where_next": [(link, _title(cat, link)) for link in lesson.front.where_next],
+    })
+
+
+def _title(cat, link: str) -> str:  # type: ignore[no-untyped-def]
+    area, _, slug = link.strip("/").partition("/")
+    if area == "terms" and slug in cat.terms:
+        return str(cat.terms[slug].title)
+    if area == "lessons" and slug in cat.lessons:
+        return f"Lesson {cat.lessons[slug].front.order}: {cat.lessons[slug].title}"
+    if area == "labs":
+        lab = get_lab(slug)
+        return f"Lab: {lab.title}" if lab else link
+    return link

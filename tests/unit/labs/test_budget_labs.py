@@ -1,0 +1,270 @@
+"""The four arithmetic labs, run through EventContext exactly as the worker runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from labs import fp8_savings, kv_capacity, memory_budget, qlora_budget
+from labs.base import EventContext, Lab, NeedsGPU
+
+MODULES = (memory_budget, qlora_budget, kv_capacity, fp8_savings)
+IDS = ("memory-budget", "qlora-budget", "kv-capacity", "fp8-savings")
+
+
+def run_lab(module, params=None):
+    events: list[tuple[str, dict]] = []
+    ctx = EventContext(lambda kind, data: events.append((kind, data)))
+    result = module.LAB.run(module.Params.model_validate(params or {}), ctx)
+    json.dumps([data for _, data in events], allow_nan=False)  # every event is strict JSON
+    json.dumps(result.model_dump(mode="json"), allow_nan=False)
+    return result, events
+
+
+@pytest.mark.parametrize(("module", "lab_id"), list(zip(MODULES, IDS, strict=True)))
+def test_lab_declaration(module, lab_id):
+    lab = module.LAB
+    assert isinstance(lab, Lab) and lab.id == lab_id and lab.needs_gpu is NeedsGPU.no
+    assert lab.params is module.Params and lab.queue == "cpu"
+    result_fields = type(lab.run(module.Params(), EventContext(lambda k, d: None))).model_fields
+    for key, unit in lab.numeric_outputs:
+        assert key in result_fields and unit
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_param_has_a_description_and_a_default(module):
+    for name, field in module.Params.model_fields.items():
+        assert field.description, name
+        assert not field.is_required(), name
+    schema = module.LAB.params_schema()
+    assert all(p.get("description") for p in schema["properties"].values())
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_empty_params_run_and_stream_every_event_kind(module):
+    result, events = run_lab(module)
+    kinds = {kind for kind, _ in events}
+    assert {"progress", "table", "metric", "plot", "log"} <= kinds
+    assert events[-1] == ("progress", {"fraction": 1.0, "message": "done"})
+    plot = next(data for kind, data in events if kind == "plot")
+    assert plot["svg"].startswith("<svg") and "<script" not in plot["svg"]
+    for key, _unit in module.LAB.numeric_outputs:
+        value = getattr(result, key)
+        assert value is None or isinstance(value, int | float)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_unknown_keys_and_models_are_rejected(module):
+    with pytest.raises(ValidationError):
+        module.Params.model_validate({"modle": "llama-3.1-8b"})
+    with pytest.raises(ValidationError, match="model"):
+        module.Params.model_validate({"model": "gpt-5"})
+    with pytest.raises(ValidationError, match="gpu"):
+        module.Params.model_validate({"gpu": "h800"})
+
+
+def test_importing_the_labs_imports_no_numeric_stack():
+    code = (
+        "import sys, labs.memory_budget, labs.qlora_budget, labs.kv_capacity, labs.fp8_savings, labs.facts; "
+        "bad = {'torch', 'numpy', 'matplotlib'} & set(sys.modules); assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- memory-budget ---------------------------------------------------------
+
+
+def test_memory_budget_default_70b_bf16_needs_two_h100s():
+    r, _ = run_lab(memory_budget)
+    assert r.param_count == 70_553_706_496
+    assert r.weights_gb == pytest.approx(141.107, abs=0.001)
+    assert r.kv_bytes_per_token == 327_680
+    assert not r.fits and r.min_tensor_parallel == 2
+    assert r.gpu_capacity_bytes == 80 * 10**9
+    assert r.gpu_capacity_gib == pytest.approx(80e9 / 2**30)
+    assert r.total_gib_per_gpu == pytest.approx(r.total_bytes_per_gpu / 2**30)
+    assert r.total_gb_per_gpu == pytest.approx(r.total_bytes_per_gpu / 1e9)
+
+
+def test_memory_budget_tp2_fits_and_divides_the_model():
+    one, _ = run_lab(memory_budget, {"tensor_parallel": 1})
+    two, _ = run_lab(memory_budget, {"tensor_parallel": 2})
+    assert two.fits and two.headroom_bytes_per_gpu > 0
+    norms = next(t.bytes_total for t in two.weights_by_kind if t.kind == "norm")
+    assert two.weights_bytes_per_gpu * 2 == one.weights_bytes_per_gpu + norms  # norms replicated
+    assert two.kv_bytes_per_token_per_gpu * 2 == two.kv_bytes_per_token
+    assert two.kv_cache_bytes_per_gpu == 8192 * 327_680 // 2
+    sharding = {t.kind: t.sharding for t in two.weights_by_kind}
+    assert sharding["norm"] == "replicated" and sharding["attn_o"] == "split by columns"
+
+
+def test_memory_budget_fp8_70b_fits_one_h100_and_405b_needs_sixteen():
+    fp8, _ = run_lab(memory_budget, {"weight_format": "fp8", "context_tokens": 4096})
+    assert fp8.fits and fp8.min_tensor_parallel == 1
+    big, _ = run_lab(memory_budget, {"model": "llama-3.1-405b", "tensor_parallel": 8})
+    assert not big.fits and big.min_tensor_parallel == 16
+    on_h200, _ = run_lab(
+        memory_budget, {"model": "llama-3.1-405b", "tensor_parallel": 8, "gpu": "h200"}
+    )
+    assert on_h200.fits
+
+
+def test_memory_budget_capacity_basis_and_notes():
+    smi, _ = run_lab(memory_budget, {"tensor_parallel": 2, "capacity_basis": "nvidia-smi"})
+    assert smi.gpu_capacity_bytes == 81_559 * 2**20
+    tp16, _ = run_lab(memory_budget, {"tensor_parallel": 16})
+    assert tp16.kv_bytes_per_token_per_gpu == 327_680 // 8
+    assert any("replicated" in n for n in tp16.notes)
+    qwen, _ = run_lab(
+        memory_budget, {"model": "qwen2.5-72b", "weight_format": "int4", "tensor_parallel": 8}
+    )
+    assert any("3696" in n for n in qwen.notes)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"tensor_parallel": 3}, "tensor_parallel"),
+        ({"model": "qwen2.5-7b", "tensor_parallel": 8}, "tensor_parallel"),
+        ({"batch": -1}, "batch"),
+        ({"batch": 0}, "batch"),
+        ({"context_tokens": 200_000}, "context_tokens"),
+        ({"weight_format": "fp6"}, "weight_format"),
+        ({"kv_dtype": "int4"}, "kv_dtype"),
+        ({"overhead_gb": -1}, "overhead_gb"),
+    ],
+)
+def test_memory_budget_rejects_bad_params(params, field):
+    with pytest.raises(ValidationError) as err:
+        memory_budget.Params.model_validate(params)
+    assert err.value.errors()[0]["loc"] == (field,)
+
+
+def test_memory_budget_tp_error_lists_the_valid_sizes():
+    with pytest.raises(
+        ValidationError, match="valid tensor_parallel sizes: 1, 2, 4, 8, 16, 32, 64"
+    ):
+        memory_budget.Params(tensor_parallel=3)
+
+
+# --- qlora-budget ----------------------------------------------------------
+
+
+def test_qlora_default_llama_8b_fits_a_t4():
+    r, _ = run_lab(qlora_budget)
+    assert r.fits and r.verdict == "fits"
+    assert r.trainable_params == 41_943_040  # r=16 on all seven projections of Llama 3 8B
+    assert r.base_bits_per_quantized_param == pytest.approx(4.127, abs=0.001)
+    assert r.lora_scaling == 2.0
+    assert r.total_bytes == sum(c.bytes for c in r.components)
+    assert r.max_micro_batch >= 1
+
+
+def test_qlora_without_checkpointing_or_on_a_big_model_does_not_fit():
+    no_gc, _ = run_lab(qlora_budget, {"gradient_checkpointing": False})
+    assert not no_gc.fits and no_gc.max_micro_batch == 0
+    big, _ = run_lab(qlora_budget, {"model": "llama-3.1-70b", "gpu": "rtx-4090"})
+    assert big.verdict == "does not fit"
+    on_80, _ = run_lab(qlora_budget, {"model": "llama-3.1-70b", "gpu": "a100-80gb"})
+    assert on_80.fits
+
+
+def test_qlora_double_quant_optimizer_and_upcast_change_the_bytes():
+    default, _ = run_lab(qlora_budget)
+    plain, _ = run_lab(
+        qlora_budget, {"double_quant": False, "optimizer": "adamw", "upcast_non_quantized": False}
+    )
+    assert plain.base_bits_per_quantized_param == 4.5
+    parts = {c.name: c.bytes for c in plain.components}
+    base = {c.name: c.bytes for c in default.components}
+    assert parts["optimizer states"] == 2 * 4 * 41_943_040  # two fp32 states per fp32 adapter param
+    assert base["base weights (not quantized)"] == 2 * parts["base weights (not quantized)"]
+    assert parts["LoRA weights"] == parts["LoRA gradients"] == 4 * 41_943_040
+
+
+def test_qlora_nf4_without_double_quant_matches_the_memory_rules():
+    from labs import memory
+    from labs.models import get_model, linear_shapes
+
+    m = get_model("llama-3.1-8b")
+    r, _ = run_lab(qlora_budget, {"double_quant": False})
+    nf4 = next(c.bytes for c in r.components if c.name == "base weights (NF4)")
+    assert nf4 == sum(memory.group_bytes(m, g, "nf4") for g in linear_shapes(m))
+
+
+def test_qlora_rejects_bad_params():
+    with pytest.raises(ValidationError, match="twice"):
+        qlora_budget.Params(target_modules=["q", "q"])
+    with pytest.raises(ValidationError):
+        qlora_budget.Params.model_validate({"target_modules": ["lm_head"]})
+    with pytest.raises(ValidationError):
+        qlora_budget.Params(rank=0)
+    with pytest.raises(ValidationError, match="seq_len"):
+        qlora_budget.Params(model="mistral-7b", seq_len=65536)
+
+
+# --- kv-capacity -----------------------------------------------------------
+
+
+def test_kv_capacity_default_blocks_and_prefix_sharing():
+    r, _ = run_lab(kv_capacity)
+    assert r.kv_bytes_per_token == 131_072 and r.block_bytes == 16 * 131_072
+    # 0.9 × 80 GB − 16.06 GB of weights − 2 GB overhead, in 2 MiB blocks.
+    assert r.pool_bytes_per_gpu == 72_000_000_000 - 16_060_522_496 - 2_000_000_000
+    assert r.total_blocks == r.pool_bytes_per_gpu // (16 * 131_072)
+    assert (
+        r.blocks_per_request == 94 and r.shared_blocks == 31 and r.private_blocks_per_request == 63
+    )
+    assert r.max_concurrent_requests == (r.total_blocks - 31) // 63
+    assert r.max_concurrent_without_sharing == r.total_blocks // 94
+    assert r.max_concurrent_requests > r.max_concurrent_without_sharing
+    assert not r.requests_wait
+    assert r.fp8_max_concurrent_requests >= 2 * r.max_concurrent_requests
+
+
+def test_kv_capacity_overload_waits_and_no_room_is_reported():
+    busy, _ = run_lab(kv_capacity, {"arrival_rate_per_s": 100, "request_seconds": 30})
+    assert busy.requests_wait and busy.occupancy_needed == pytest.approx(3000)
+    none, _ = run_lab(kv_capacity, {"model": "llama-3.1-70b"})
+    assert (
+        none.max_concurrent_requests == 0 and none.requests_wait and none.cache_utilization is None
+    )
+
+
+def test_kv_capacity_rejects_bad_params():
+    with pytest.raises(ValidationError, match="longer than the prompt"):
+        kv_capacity.Params(prompt_tokens=100, shared_prefix_tokens=200)
+    with pytest.raises(ValidationError):
+        kv_capacity.Params.model_validate({"block_size": 12})
+    with pytest.raises(ValidationError, match="tensor_parallel"):
+        kv_capacity.Params(tensor_parallel=3)
+
+
+# --- fp8-savings -----------------------------------------------------------
+
+
+def test_fp8_savings_default_70b_on_two_h100s():
+    r, _ = run_lab(fp8_savings)
+    assert r.bf16.fits and r.fp8.fits
+    assert r.weights_saved_gb_per_gpu == pytest.approx(34.2, abs=0.1)
+    assert r.kv_saved_gb_per_gpu == 0
+    assert 1.5 < r.speedup_same_batch < 2.0
+    assert r.max_batch_fp8 > 4 * r.max_batch_bf16
+    assert r.bf16.bound == "memory" and r.fp8.compute_dtype == "fp8"
+
+
+def test_fp8_kv_cache_and_a_gpu_without_fp8():
+    kv, _ = run_lab(fp8_savings, {"fp8_kv_cache": True})
+    assert kv.kv_saved_gb_per_gpu == pytest.approx(kv.bf16.kv_bytes_per_gpu / 2 / 1e9)
+    a100, _ = run_lab(fp8_savings, {"gpu": "a100-80gb"})
+    assert a100.fp8.compute_dtype == "bf16" and any("no FP8 tensor cores" in n for n in a100.notes)
+
+
+def test_fp8_latency_target_limits_the_batch():
+    tight, _ = run_lab(fp8_savings, {"latency_target_ms": 20})
+    assert tight.bf16.best_batch_under_target == 0 and tight.throughput_gain_at_target is None
+    assert 0 < tight.fp8.best_batch_under_target < tight.fp8.max_batch

@@ -1,0 +1,122 @@
+"""Accounting rules: weight formats, tensor-parallel sharding, the decode roofline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from labs import memory
+from labs.gpus import get_gpu
+from labs.models import get_model, param_count
+
+M70 = get_model("llama-3.1-70b")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bits"),
+    [("nvfp4", 4.5), ("mxfp4", 4.25), ("nf4", 4.5), ("q4_0", 4.5), ("q8_0", 8.5), ("int4", 4.125)],
+)
+def test_block_formats_bits_per_value(fmt, bits):
+    assert memory.WEIGHT_FORMATS[fmt].bits_per_value == bits
+
+
+def test_gguf_block_bytes_match_the_ggml_layout():
+    # One row of 32 values is exactly one GGUF block: 18 bytes for Q4_0, 34 for Q8_0.
+    assert memory.WEIGHT_FORMATS["q4_0"].matrix_bytes(1, 32) == 18
+    assert memory.WEIGHT_FORMATS["q8_0"].matrix_bytes(1, 32) == 34
+    # NVFP4: 16 values = 8 bytes of codes + 1 E4M3 scale, plus a 4-byte fp32 tensor scale.
+    assert memory.WEIGHT_FORMATS["nvfp4"].matrix_bytes(1, 16) == 8 + 1 + 4
+
+
+def test_plain_dtypes_apply_to_every_tensor():
+    n = param_count(M70)
+    assert memory.weight_bytes(M70, "fp32") == 4 * n
+    assert memory.weight_bytes(M70, "fp16") == memory.weight_bytes(M70, "bf16") == 2 * n
+
+
+def test_quantized_formats_keep_embeddings_and_norms_in_bf16():
+    by_kind = memory.weight_bytes_by_kind(M70, "fp8")
+    assert by_kind["embedding"] == by_kind["lm_head"] == 2 * 128256 * 8192
+    assert by_kind["norm"] == 2 * (2 * 80 + 1) * 8192
+    # One fp8 byte per projection weight plus one fp32 scale per output channel.
+    assert by_kind["attn_q"] == 80 * (8192 * 8192 + 4 * 8192)
+    assert memory.weight_bytes(M70, "fp8") / 1e9 == pytest.approx(72.683, abs=0.001)
+    assert memory.weight_bytes(M70, "nvfp4") / 1e9 == pytest.approx(42.709, abs=0.001)
+
+
+def test_tensor_parallel_splits_sharded_tensors_and_replicates_norms():
+    whole = memory.weight_bytes_by_kind(M70, "bf16", 1)
+    tp8 = memory.weight_bytes_by_kind(M70, "bf16", 8)
+    for kind in ("embedding", "attn_q", "attn_k", "attn_o", "mlp_down", "lm_head"):
+        assert tp8[kind] * 8 == whole[kind]
+    assert tp8["norm"] == whole["norm"]
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them():
+    # 8 KV heads: TP 8 gives one head per GPU, TP 16 still one (replicated twice).
+    assert memory.kv_bytes_per_token(M70, "bf16", 8) == 327_680 // 8
+    assert memory.kv_bytes_per_token(M70, "bf16", 16) == 327_680 // 8
+    k_whole = memory.weight_bytes_by_kind(M70, "bf16", 1)["attn_k"]
+    assert memory.weight_bytes_by_kind(M70, "bf16", 16)["attn_k"] == k_whole // 8
+
+
+@pytest.mark.parametrize(
+    ("model_id", "tp", "ok"),
+    [
+        ("llama-3.1-70b", 3, False),  # 64 heads
+        ("llama-3.1-70b", 16, True),  # KV heads replicated
+        ("qwen2.5-7b", 8, False),  # 28 heads
+        ("qwen2.5-7b", 4, True),
+        ("qwen2.5-7b", 7, False),  # 7 neither divides nor is a multiple of 4 KV heads
+    ],
+)
+def test_tensor_parallel_validity(model_id, tp, ok):
+    assert (memory.valid_tensor_parallel(get_model(model_id), tp) is None) is ok
+
+
+def test_block_alignment_problem_for_qwen_72b_int4_tp8():
+    problems = memory.block_alignment_problems(get_model("qwen2.5-72b"), "int4", 8)
+    assert len(problems) == 1 and "3696" in problems[0]
+    # 29568 / 128 = 231 groups, odd: every TP > 1 splits a group (Qwen's own int4
+    # checkpoints pad the MLP to 29696 for this reason). Llama 70B splits cleanly.
+    assert memory.block_alignment_problems(get_model("qwen2.5-72b"), "int4", 2)
+    assert memory.block_alignment_problems(get_model("qwen2.5-72b"), "int4", 1) == []
+    assert memory.block_alignment_problems(M70, "int4", 8) == []
+
+
+def test_gb_and_gib_are_different_units():
+    assert memory.gb(2**30) == pytest.approx(1.073741824)
+    assert memory.gib(10**9) == pytest.approx(0.9313225746)
+
+
+def test_decode_roofline_is_memory_bound_and_fp8_is_faster():
+    h100 = get_gpu("h100")
+    kwargs: dict[str, Any] = {
+        "kv_dtype": "bf16",
+        "tp": 2,
+        "batch": 1,
+        "context_tokens": 1,
+        "overhead_ms": 0.0,
+    }
+    bf16 = memory.decode_step(M70, h100, weight_format="bf16", **kwargs)
+    fp8 = memory.decode_step(M70, h100, weight_format="fp8", **kwargs)
+    assert bf16.bound == fp8.bound == "memory"
+    expected = memory.weight_bytes(M70, "bf16", 2) / (3.35e12 * memory.DEFAULT_BANDWIDTH_EFFICIENCY)
+    assert bf16.seconds == pytest.approx(expected, rel=1e-3)
+    assert 1.8 < bf16.seconds / fp8.seconds < 2.0
+
+
+def test_moe_decode_reads_only_routed_experts():
+    mixtral = get_model("mixtral-8x7b")
+    assert memory.expected_active_experts(mixtral, 1) == pytest.approx(2.0)
+    assert memory.expected_active_experts(mixtral, 1000) == pytest.approx(8.0)
+    one = memory.weight_bytes_read_per_step(mixtral, "bf16", 1, 1)
+    assert one < memory.weight_bytes(mixtral, "bf16") / 3
+
+
+def test_compute_dtype_falls_back_without_native_support():
+    assert memory.compute_dtype(get_gpu("h100"), "fp8") == "fp8"
+    assert memory.compute_dtype(get_gpu("a100-80gb"), "fp8") == "bf16"
+    assert memory.compute_dtype(get_gpu("t4"), "bf16") == "fp16"
+    assert memory.compute_dtype(get_gpu("b200"), "nvfp4") == "fp4"

@@ -1,0 +1,91 @@
+"""labs.plots: small, labelled, self-contained SVG safe to inline."""
+
+from __future__ import annotations
+
+import random
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from labs import plots
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def _texts(svg: str) -> str:
+    root = ET.fromstring(svg)
+    return " ".join("".join(t.itertext()) for t in root.iter(f"{SVG_NS}text"))
+
+
+def _assert_safe(svg: str) -> None:
+    assert svg.startswith("<svg")
+    assert len(svg.encode()) < plots.MAX_SVG_BYTES
+    lowered = svg.lower()
+    for forbidden in (
+        "<script",
+        "<!doctype",
+        "<?xml",
+        "<style",
+        "<foreignobject",
+        " onload=",
+        "<metadata",
+    ):
+        assert forbidden not in lowered
+    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', svg))
+
+
+def test_bar_chart_is_labelled_text():
+    svg = plots.bar_chart(
+        ["embedding", "attn_q"], [2.1, 10.7], title="Bytes by kind", value_label="GB (1e9 bytes)"
+    )
+    _assert_safe(svg)
+    text = _texts(svg)
+    assert "Bytes by kind" in text and "GB (1e9 bytes)" in text and "attn_q" in text
+
+
+def test_histogram_size_does_not_grow_with_the_sample():
+    rng = random.Random(0)
+    svg = plots.histogram(
+        [rng.gauss(0, 1) for _ in range(200_000)], title="errors", value_label="error (units)"
+    )
+    _assert_safe(svg)
+    assert "error (units)" in _texts(svg)
+
+
+def test_line_chart_with_limit_line_and_log_axis():
+    svg = plots.line_chart(
+        {"bf16": ([1, 2, 4], [30.0, 31.0, 33.0]), "fp8": ([1, 2, 4], [16.0, 17.0, 19.0])},
+        title="step time",
+        x_label="batch",
+        y_label="ms",
+        hlines={"latency target": 25.0},
+        log_x=True,
+    )
+    _assert_safe(svg)
+    text = _texts(svg)
+    assert "latency target" in text and "fp8" in text
+
+
+def test_two_charts_on_one_page_do_not_share_ids():
+    a = plots.bar_chart(["x"], [1.0], title="a", value_label="GB")
+    b = plots.bar_chart(["x"], [2.0], title="b", value_label="GB")
+    ids_a = set(re.findall(r'\bid="([^"]+)"', a))
+    ids_b = set(re.findall(r'\bid="([^"]+)"', b))
+    assert ids_a and not ids_a & ids_b
+    # Every in-document reference still resolves inside its own chart.
+    assert {h[1:] for h in re.findall(r'href="(#[^"]+)"', a)} <= ids_a
+
+
+def test_sanitize_strips_active_content():
+    dirty = (
+        '<?xml version="1.0"?><!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "http://x/svg11.dtd">'
+        '<svg onload="alert(1)"><script>alert(1)</script><style>*{}</style>'
+        '<a xlink:href="https://evil.example/">x</a><use xlink:href="#m1"/></svg>'
+    )
+    assert plots.sanitize_svg(dirty) == '<svg><a>x</a><use xlink:href="#m1"/></svg>'
+
+
+def test_mismatched_bar_lengths_are_rejected():
+    with pytest.raises(ValueError, match="differ"):
+        plots.bar_chart(["a", "b"], [1.0], title="t", value_label="GB")
