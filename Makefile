@@ -42,6 +42,7 @@ lint: install
 	$(BIN)/ruff check app labs tests benchmarks migrations/env.py
 	$(BIN)/ruff format --check app labs tests benchmarks
 	$(BIN)/mypy app labs
+	$(BIN)/hadolint Dockerfile
 
 test: install static browser lint
 	$(BIN)/lowbit content check

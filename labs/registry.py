@@ -12,6 +12,10 @@ LAB_MODULES: tuple[str, ...] = (
     "labs.gpu_status",
     "labs.torch_env",
     "labs.block_quantize",
+    "labs.memory_budget",
+    "labs.qlora_budget",
+    "labs.kv_capacity",
+    "labs.fp8_savings",
 )
 
 
