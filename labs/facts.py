@@ -182,6 +182,71 @@ def _check_weight_format(weight_format: str) -> None:
         raise KeyError(f"unknown weight_format {weight_format!r}; known: {known}")
 
 
+QUANTIZED_WHAT = ("scale", "code", "dequant", "nbytes", "tensor_scale", "padded")
+
+
+def quantized(format: str, values: list[float], what: str, index: int = 0, options: Mapping[str, Any] | None = None) -> float:
+    """Quantize one row of ``values`` with ``labs.quant`` and read back one number.
+
+    ``what``: ``scale`` (decoded block scale ``index``), ``code`` (element ``index``'s
+    code), ``dequant`` (element ``index`` after the round trip), ``nbytes`` (every
+    stored byte), ``tensor_scale`` (NVFP4's FP32 per-tensor scale).
+    """
+    import torch
+
+    from labs.quant import quantize
+
+    if what not in QUANTIZED_WHAT:
+        raise KeyError(f"unknown quantity {what!r}; known: {', '.join(QUANTIZED_WHAT)}")
+    q = quantize(torch.tensor([values], dtype=torch.float32), format, **dict(options or {}))
+    if what == "scale":
+        return float(q.scales.flatten()[index])
+    if what == "code":
+        return float(q.codes.flatten()[index])
+    if what == "dequant":
+        return float(q.dequantize().flatten()[index])
+    if what == "nbytes":
+        return float(q.nbytes)
+    if what == "padded":
+        return float(getattr(q, "padded", 0))
+    ts = getattr(q, "tensor_scale", None)
+    if ts is None:
+        raise KeyError(f"format {format!r} has no tensor scale")
+    return float(ts)
+
+
+_LAB_CACHE: dict[str, dict[str, Any]] = {}
+
+
+def lab_result(lab: str, key: str, params: Mapping[str, Any] | None = None) -> float:
+    """Run a registered lab in this process and read one number from its result.
+
+    ``key`` is a dotted path into the result (``per_gpu.0.total_bytes``); list
+    indexes are integers. Results are cached per (lab, params) for the test run.
+    """
+    import json
+    import tempfile
+
+    from labs.base import EventContext
+    from labs.registry import get_lab
+
+    spec = get_lab(lab)
+    if spec is None:
+        raise KeyError(f"unknown lab {lab!r}")
+    cache_key = lab + json.dumps(dict(params or {}), sort_keys=True)
+    if cache_key not in _LAB_CACHE:
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = EventContext(lambda kind, data: None, device="cpu", tmpdir=tmp)
+            result = spec.run(spec.params.model_validate(dict(params or {})), ctx)
+        _LAB_CACHE[cache_key] = result.model_dump(mode="json")
+    node: Any = _LAB_CACHE[cache_key]
+    for part in key.split("."):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        raise TypeError(f"{lab} result {key} is {node!r}, not a number")
+    return float(node)
+
+
 FACTS: dict[str, Callable[..., float | int]] = {
     "bits_per_value": bits_per_value,
     "block_size": block_size,
@@ -195,6 +260,8 @@ FACTS: dict[str, Callable[..., float | int]] = {
     "gpu_visible_memory_bytes": gpu_visible_memory_bytes,
     "gpu_bandwidth": gpu_bandwidth,
     "compute_capability": compute_capability,
+    "quantized": quantized,
+    "lab_result": lab_result,
 }
 
 
