@@ -27,14 +27,19 @@ from dataclasses import dataclass
 from typing import Literal
 
 from labs.gpus import GPU
-from labs.models import KV_TENSORS_PER_LAYER, ModelConfig, TensorGroup, TPRule, tensor_groups
+from labs.models import (
+    KV_TENSORS_PER_LAYER,
+    ModelConfig,
+    TensorGroup,
+    TPRule,
+    active_param_count,
+    get_model,
+    tensor_groups,
+)
 
 BITS_PER_BYTE = 8
 BYTES_PER_GB = 10**9
 BYTES_PER_GIB = 2**30
-
-# Unquantized tensors (embeddings, norms, biases, router) in quantized models.
-HIGH_PRECISION_BITS = 16
 
 # Per-GPU allowance for what is not weights or KV cache: the CUDA context
 # (~0.5 GB with cuBLAS loaded), cuBLAS/NCCL workspaces, CUDA graphs, the
@@ -88,36 +93,84 @@ class WeightFormat:
         return self.element_bits + self.scale_bits / self.block_size
 
 
+FP32_BITS, HALF_BITS, FP8_BITS, INT8_BITS, FP4_BITS, INT4_BITS = 32, 16, 8, 8, 4, 4
+E4M3_SCALE_BITS = 8  # NVFP4 block scale
+E8M0_SCALE_BITS = 8  # OCP MX shared exponent
+NVFP4_BLOCK = 16
+MX_BLOCK = 32
+NF4_BLOCK = 64  # bitsandbytes blocksize for 4-bit
+GGUF_BLOCK = 32  # QK4_0 = QK8_0 = 32 in ggml-common.h
+INT4_GROUP = 128  # the usual GPTQ/AWQ group size
+
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.key: f
     for f in (
-        WeightFormat("fp32", 32, False, layout="IEEE binary32"),
-        WeightFormat("bf16", 16, False, layout="bfloat16"),
-        WeightFormat("fp16", 16, False, layout="IEEE binary16"),
+        WeightFormat("fp32", FP32_BITS, quantized=False, layout="IEEE binary32"),
+        WeightFormat("bf16", HALF_BITS, quantized=False, layout="bfloat16"),
+        WeightFormat("fp16", HALF_BITS, quantized=False, layout="IEEE binary16"),
         WeightFormat(
-            "fp8", 8, True, None, 32, layout="E4M3 codes, one fp32 scale per output channel"
+            "fp8",
+            FP8_BITS,
+            quantized=True,
+            scale_bits=FP32_BITS,
+            layout="E4M3 codes, one fp32 scale per output channel",
         ),
         WeightFormat(
-            "int8", 8, True, None, 32, layout="symmetric int8, one fp32 scale per output channel"
+            "int8",
+            INT8_BITS,
+            quantized=True,
+            scale_bits=FP32_BITS,
+            layout="symmetric int8, one fp32 scale per output channel",
         ),
         WeightFormat(
-            "int4", 4, True, 128, 16, layout="symmetric int4, one fp16 scale per 128 values (GPTQ/AWQ-style)"
+            "int4",
+            INT4_BITS,
+            quantized=True,
+            block_size=INT4_GROUP,
+            scale_bits=HALF_BITS,
+            layout="symmetric int4, one fp16 scale per 128 values (GPTQ/AWQ-style)",
         ),
         WeightFormat(
             "nvfp4",
-            4,
-            True,
-            16,
-            8,
-            32,
+            FP4_BITS,
+            quantized=True,
+            block_size=NVFP4_BLOCK,
+            scale_bits=E4M3_SCALE_BITS,
+            tensor_scale_bits=FP32_BITS,
             layout="E2M1 codes, one E4M3 scale per 16 values, one fp32 scale per tensor",
         ),
-        WeightFormat("mxfp4", 4, True, 32, 8, layout="E2M1 codes, one E8M0 scale per 32 values (OCP MX)"),
         WeightFormat(
-            "nf4", 4, True, 64, 32, layout="NF4 codes, one fp32 absmax per 64 values (bitsandbytes, no double quant)"
+            "mxfp4",
+            FP4_BITS,
+            quantized=True,
+            block_size=MX_BLOCK,
+            scale_bits=E8M0_SCALE_BITS,
+            layout="E2M1 codes, one E8M0 scale per 32 values (OCP MX v1.0)",
         ),
-        WeightFormat("q4_0", 4, True, 32, 16, layout="GGUF Q4_0: 18-byte block = fp16 scale + 32 nibbles"),
-        WeightFormat("q8_0", 8, True, 32, 16, layout="GGUF Q8_0: 34-byte block = fp16 scale + 32 int8"),
+        WeightFormat(
+            "nf4",
+            INT4_BITS,
+            quantized=True,
+            block_size=NF4_BLOCK,
+            scale_bits=FP32_BITS,
+            layout="NF4 codes, one fp32 absmax per 64 values (bitsandbytes, no double quant)",
+        ),
+        WeightFormat(
+            "q4_0",
+            INT4_BITS,
+            quantized=True,
+            block_size=GGUF_BLOCK,
+            scale_bits=HALF_BITS,
+            layout="GGUF Q4_0: 18-byte block = fp16 scale + 32 nibbles",
+        ),
+        WeightFormat(
+            "q8_0",
+            INT8_BITS,
+            quantized=True,
+            block_size=GGUF_BLOCK,
+            scale_bits=HALF_BITS,
+            layout="GGUF Q8_0: 34-byte block = fp16 scale + 32 int8",
+        ),
     )
 }
 
@@ -131,9 +184,7 @@ def valid_tensor_parallel(model: ModelConfig, tp: int) -> str | None:
     if tp < 1:
         return "tensor_parallel must be at least 1"
     if model.num_attention_heads % tp:
-        return (
-            f"{tp} does not divide the {model.num_attention_heads} attention heads of {model.id}"
-        )
+        return f"{tp} does not divide the {model.num_attention_heads} attention heads of {model.id}"
     kv = model.num_kv_heads
     if kv % tp and tp % kv:
         return f"{tp} neither divides nor is a multiple of the {kv} KV heads of {model.id}"
@@ -212,3 +263,231 @@ def gib(n_bytes: float) -> float:
 def gpu_capacity_bytes(gpu: GPU, basis: str) -> int:
     """Capacity in bytes: ``datasheet`` (marketed GB × 1e9) or ``nvidia-smi`` (reported MiB × 2^20)."""
     return gpu.memory_bytes if basis == "datasheet" else gpu.visible_memory_bytes
+
+
+@dataclass(frozen=True)
+class GpuBudget:
+    """What one GPU must hold, in bytes, against its capacity."""
+
+    weights: int
+    kv_cache: int
+    overhead: int
+    capacity: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.overhead
+
+    @property
+    def headroom(self) -> int:
+        """Capacity minus total; negative when it does not fit."""
+        return self.capacity - self.total
+
+    @property
+    def fits(self) -> bool:
+        return self.headroom >= 0
+
+
+def per_gpu_budget(
+    model: ModelConfig,
+    gpu: GPU,
+    *,
+    weight_format: str,
+    kv_dtype: str,
+    kv_tokens: int,
+    tp: int,
+    overhead_gb: float = DEFAULT_RUNTIME_OVERHEAD_GB,
+    basis: str = "datasheet",
+) -> GpuBudget:
+    """Per-GPU bytes for serving ``model`` with ``kv_tokens`` cached tokens (batch × context)."""
+    return GpuBudget(
+        weights=weight_bytes(model, weight_format, tp),
+        kv_cache=kv_tokens * kv_bytes_per_token(model, kv_dtype, tp),
+        overhead=round(overhead_gb * BYTES_PER_GB),
+        capacity=gpu_capacity_bytes(gpu, basis),
+    )
+
+
+def min_fitting_tensor_parallel(
+    model: ModelConfig,
+    gpu: GPU,
+    *,
+    weight_format: str,
+    kv_dtype: str,
+    kv_tokens: int,
+    overhead_gb: float = DEFAULT_RUNTIME_OVERHEAD_GB,
+    basis: str = "datasheet",
+) -> int | None:
+    """The smallest valid TP degree at which every GPU fits, or ``None`` up to the limit."""
+    for tp in valid_tensor_parallel_sizes(model):
+        budget = per_gpu_budget(
+            model,
+            gpu,
+            weight_format=weight_format,
+            kv_dtype=kv_dtype,
+            kv_tokens=kv_tokens,
+            tp=tp,
+            overhead_gb=overhead_gb,
+            basis=basis,
+        )
+        if budget.fits:
+            return tp
+    return None
+
+
+def block_alignment_problems(model: ModelConfig, weight_format: str, tp: int) -> list[str]:
+    """Row-parallel shards whose input width is not a whole number of scale blocks.
+
+    Kernels for block formats (GPTQ/AWQ Marlin, NVFP4, MX) reject such a TP
+    degree, e.g. Qwen2.5-72B int4 (group 128) at TP 8: 29568 / 8 = 3696.
+    """
+    fmt = WEIGHT_FORMATS[weight_format]
+    if not fmt.quantized or fmt.block_size is None or tp == 1:
+        return []
+    problems = []
+    for group in tensor_groups(model):
+        if group.linear and group.tp is TPRule.row:
+            _, cols = shard_shape(model, group, tp)
+            if group.cols % tp or cols % fmt.block_size:
+                problems.append(
+                    f"{group.kind}: {group.cols} inputs / TP {tp} = {group.cols / tp:g} per GPU, "
+                    f"not a multiple of the {fmt.block_size}-value {weight_format} block"
+                )
+    return problems
+
+
+def check_tensor_parallel(model_id: str, tp: int) -> int:
+    """``tp`` if it can shard the registry model ``model_id``; ``ValueError`` saying why not."""
+    model = get_model(model_id)
+    problem = valid_tensor_parallel(model, tp)
+    if problem:
+        valid = ", ".join(str(t) for t in valid_tensor_parallel_sizes(model))
+        raise ValueError(f"{problem}; valid tensor_parallel sizes: {valid}")
+    return tp
+
+
+def check_context(model_id: str, tokens: int) -> int:
+    """``tokens`` if within the model's maximum context; ``ValueError`` otherwise."""
+    model = get_model(model_id)
+    if tokens > model.max_context:
+        raise ValueError(
+            f"{tokens} tokens exceeds the {model.max_context}-token context of {model_id}"
+        )
+    return tokens
+
+
+# --- Decode roofline -------------------------------------------------------
+# A decode step reads every weight the batch touches and every cached K/V of
+# every sequence once; it is memory-bound when those bytes / bandwidth exceed
+# FLOPs / peak compute. Achieved bandwidth is a fraction of the datasheet peak.
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
+# Per-step cost that no weight format changes: kernel launches, sampling,
+# scheduling, tensor-parallel all-reduce latency. Milliseconds.
+DEFAULT_STEP_OVERHEAD_MS = 2.0
+# Multiply-accumulate = 2 FLOPs.
+FLOPS_PER_MAC = 2
+# Attention in decode is two matmuls against the cache: Q·K^T and P·V.
+ATTENTION_MATMULS = 2
+TFLOPS = 10**12
+MS_PER_S = 1000
+
+# Tensor-core input type a weight format computes in when the GPU has it;
+# otherwise the weights are dequantized and the matmul runs in bf16/fp16.
+# fp32 weights are assumed to run as TF32 (torch.backends.cuda.matmul.allow_tf32).
+_NATIVE_COMPUTE = {"fp8": "fp8", "int8": "int8", "nvfp4": "fp4", "mxfp4": "fp4", "fp32": "tf32"}
+_NATIVE_TENSOR_TYPE = {
+    "fp8": "fp8_e4m3",
+    "int8": "int8",
+    "nvfp4": "nvfp4",
+    "mxfp4": "mxfp4",
+    "fp32": "tf32",
+}
+
+
+def compute_dtype(gpu: GPU, weight_format: str) -> str:
+    """The ``dense_tflops`` key a decode matmul runs at for ``weight_format`` on ``gpu``."""
+    native = _NATIVE_COMPUTE.get(weight_format)
+    if native and gpu.supports(_NATIVE_TENSOR_TYPE[weight_format]) and native in gpu.dense_tflops:
+        return native
+    return "bf16" if "bf16" in gpu.dense_tflops else "fp16"
+
+
+def expected_active_experts(model: ModelConfig, batch: int) -> float:
+    """Experts per MoE layer that a batch touches, assuming uniform independent routing:
+    E × (1 − (1 − k/E)^batch). Dense models: 1."""
+    if not model.is_moe:
+        return 1.0
+    e, k = model.num_experts, model.num_experts_per_token
+    return e * (1 - (1 - k / e) ** batch)
+
+
+def weight_bytes_read_per_step(model: ModelConfig, weight_format: str, tp: int, batch: int) -> int:
+    """Weight bytes one GPU reads in a decode step: all of them, except unrouted MoE experts."""
+    share = expected_active_experts(model, batch) / model.num_experts
+    total = 0
+    for group in tensor_groups(model):
+        n = group_bytes(model, group, weight_format, tp)
+        if model.is_moe and group.kind in ("mlp_gate", "mlp_up", "mlp_down"):
+            n = round(n * share)
+        total += n
+    return total
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """One decode step on one GPU of the tensor-parallel group. Seconds and bytes."""
+
+    weight_bytes: int
+    kv_bytes: int
+    flops: float
+    memory_s: float
+    compute_s: float
+    overhead_s: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.memory_s, self.compute_s) + self.overhead_s
+
+    @property
+    def bound(self) -> str:
+        return "memory" if self.memory_s >= self.compute_s else "compute"
+
+
+def decode_step(
+    model: ModelConfig,
+    gpu: GPU,
+    *,
+    weight_format: str,
+    kv_dtype: str,
+    tp: int,
+    batch: int,
+    context_tokens: int,
+    bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY,
+    overhead_ms: float = DEFAULT_STEP_OVERHEAD_MS,
+) -> DecodeStep:
+    """Roofline time of one decode step generating one token for each of ``batch`` sequences
+    that each hold ``context_tokens`` cached tokens."""
+    weights = weight_bytes_read_per_step(model, weight_format, tp, batch)
+    kv = batch * context_tokens * kv_bytes_per_token(model, kv_dtype, tp)
+    # The embedding is a lookup, not a matmul (unless tied to the lm_head).
+    lookup_params = 0 if model.tie_word_embeddings else model.vocab_size * model.hidden_size
+    matmul_flops = FLOPS_PER_MAC * (active_param_count(model) - lookup_params) * batch / tp
+    attention_flops = (
+        ATTENTION_MATMULS
+        * FLOPS_PER_MAC
+        * batch
+        * context_tokens
+        * model.q_dim
+        * model.num_layers
+        / tp
+    )
+    flops = matmul_flops + attention_flops
+    peak = gpu.dense_tflops[compute_dtype(gpu, weight_format)] * TFLOPS
+    return DecodeStep(
+        weight_bytes=weights,
+        kv_bytes=kv,
+        flops=flops,
+        memory_s=(weights + kv) / (gpu.bandwidth_bytes_per_s * bandwidth_efficiency),
+        compute_s=flops / peak,
+        overhead_s=overhead_ms / MS_PER_S,
+    )

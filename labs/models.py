@@ -259,14 +259,20 @@ def tensor_groups(model: ModelConfig) -> list[TensorGroup]:
             TensorGroup("attn_v_bias", 1, m.kv_dim, L, False, TPRule.column, kv_heads=True),
         ]
     groups += [
-        TensorGroup("mlp_gate", m.intermediate_size, m.hidden_size, L * experts, True, TPRule.column),
+        TensorGroup(
+            "mlp_gate", m.intermediate_size, m.hidden_size, L * experts, True, TPRule.column
+        ),
         TensorGroup("mlp_up", m.intermediate_size, m.hidden_size, L * experts, True, TPRule.column),
         TensorGroup("mlp_down", m.hidden_size, m.intermediate_size, L * experts, True, TPRule.row),
     ]
     if m.is_moe:
-        groups.append(TensorGroup("router", m.num_experts, m.hidden_size, L, False, TPRule.replicated))
+        groups.append(
+            TensorGroup("router", m.num_experts, m.hidden_size, L, False, TPRule.replicated)
+        )
     groups.append(
-        TensorGroup("norm", 1, m.hidden_size, NORMS_PER_LAYER * L + FINAL_NORMS, False, TPRule.replicated)
+        TensorGroup(
+            "norm", 1, m.hidden_size, NORMS_PER_LAYER * L + FINAL_NORMS, False, TPRule.replicated
+        )
     )
     if not m.tie_word_embeddings:
         groups.append(TensorGroup("lm_head", m.vocab_size, m.hidden_size, 1, False, TPRule.vocab))

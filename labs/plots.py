@@ -9,10 +9,11 @@ no ``<script>``, no event-handler attributes, no external links.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 # Small figures: they sit beside text in a lab result. Inches at 100 dpi.
 FIGURE_SIZE_IN = (6.4, 3.4)
@@ -23,7 +24,7 @@ MAX_LABEL_CHARS = 28
 DEFAULT_BINS = 40
 MAX_BINS = 200
 
-_RC = {
+_RC: dict[str, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "lowbit",
     "font.size": 9.0,
@@ -36,6 +37,7 @@ _RC = {
 _XML_PROLOG = re.compile(r"<\?xml[^>]*\?>\s*", re.IGNORECASE)
 _DOCTYPE = re.compile(r"<!DOCTYPE[^>]*>\s*", re.IGNORECASE)
 _COMMENT = re.compile(r"<!--.*?-->\s*", re.DOTALL)
+_STYLE = re.compile(r"<style\b.*?</style\s*>\s*", re.IGNORECASE | re.DOTALL)
 _METADATA = re.compile(r"<metadata\b.*?</metadata\s*>\s*", re.IGNORECASE | re.DOTALL)
 _SCRIPT = re.compile(r"<script\b.*?</script\s*>|<script\b[^>]*/>", re.IGNORECASE | re.DOTALL)
 _FOREIGN = re.compile(r"<foreignObject\b.*?</foreignObject\s*>", re.IGNORECASE | re.DOTALL)
@@ -43,14 +45,41 @@ _EVENT_ATTR = re.compile(r"\s+on[a-z]+\s*=\s*(\"[^\"]*\"|'[^']*')", re.IGNORECAS
 _EXTERNAL_HREF = re.compile(
     r"\s+(?:xlink:)?href\s*=\s*(\"(?!#)[^\"]*\"|'(?!#)[^']*')", re.IGNORECASE
 )
+# id="x", href="#x" and url(#x): rewritten with a per-chart prefix so several
+# charts inlined in one page never resolve each other's markers or clip paths.
+_ID_REF = re.compile(r'(\bid=")([^"]+)"|(href="#)([^"]+)"|(url\(#)([^)]+)\)')
 
 
 def sanitize_svg(svg: str) -> str:
     """Make an SVG string safe to inline: strip prolog, DOCTYPE, comments, RDF
-    metadata, scripts, ``foreignObject``, ``on*=`` handlers and any non-fragment ``href``."""
-    for pattern in (_XML_PROLOG, _DOCTYPE, _COMMENT, _METADATA, _SCRIPT, _FOREIGN, _EVENT_ATTR, _EXTERNAL_HREF):
+    metadata, ``<style>`` (CSS in inline SVG applies to the whole page), scripts,
+    ``foreignObject``, ``on*=`` handlers and any non-fragment ``href``."""
+    for pattern in (
+        _XML_PROLOG,
+        _DOCTYPE,
+        _COMMENT,
+        _METADATA,
+        _STYLE,
+        _SCRIPT,
+        _FOREIGN,
+        _EVENT_ATTR,
+        _EXTERNAL_HREF,
+    ):
         svg = pattern.sub("", svg)
     return svg.strip()
+
+
+def _namespace_ids(svg: str) -> str:
+    prefix = "lb" + hashlib.sha1(svg.encode(), usedforsecurity=False).hexdigest()[:8] + "-"
+
+    def rewrite(m: re.Match[str]) -> str:
+        if m.group(1):
+            return f'{m.group(1)}{prefix}{m.group(2)}"'
+        if m.group(3):
+            return f'{m.group(3)}{prefix}{m.group(4)}"'
+        return f"{m.group(5)}{prefix}{m.group(6)})"
+
+    return _ID_REF.sub(rewrite, svg)
 
 
 def _short(label: object) -> str:
@@ -64,13 +93,13 @@ def _render(draw: Any) -> str:
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(cast(Any, _RC)):
         fig = Figure(figsize=FIGURE_SIZE_IN, layout="constrained")
         ax = fig.subplots()
         draw(ax)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    svg = sanitize_svg(buf.getvalue())
+    svg = _namespace_ids(sanitize_svg(buf.getvalue()))
     if len(svg.encode()) > MAX_SVG_BYTES:
         raise ValueError(f"chart is {len(svg.encode())} bytes, over the {MAX_SVG_BYTES}-byte limit")
     return svg

@@ -1,0 +1,302 @@
+"""Lab ``memory-budget``: will this model fit on these GPUs, and with how much room?
+
+Weights by tensor kind (from the real config), the KV cache for a batch at a
+context length, and a runtime allowance, per GPU under tensor parallelism,
+against the card's capacity. Accounting rules: ``labs.memory``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+
+from labs import memory
+from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.gpus import GpuId, get_gpu
+from labs.memory import CapacityBasis, KvDtype, WeightFormatKey, gb, gib
+from labs.models import ModelId, TPRule, get_model, param_counts, tensor_groups
+
+MAX_BATCH = 4096
+
+
+class Params(LabParams):
+    model: ModelId = Field(
+        default="llama-3.1-70b",
+        description="Model from the registry (shapes from its config.json).",
+    )
+    weight_format: WeightFormatKey = Field(
+        default="bf16",
+        description="How weights are stored: a dtype (fp32, bf16, fp16) for every tensor, or a "
+        "quantization format for the projection matrices (embeddings and norms stay bf16).",
+    )
+    kv_dtype: KvDtype = Field(default="bf16", description="Element type of the KV cache.")
+    context_tokens: int = Field(
+        default=8192,
+        ge=1,
+        description="Tokens cached per sequence (prompt + generated), at most the model's context.",
+    )
+    batch: int = Field(
+        default=1, ge=1, le=MAX_BATCH, description="Sequences held in the KV cache at once."
+    )
+    tensor_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=memory.MAX_TENSOR_PARALLEL,
+        description="GPUs the model is split across (Megatron-style); must divide the attention "
+        "heads, and divide or be a multiple of the KV heads.",
+    )
+    gpu: GpuId = Field(default="h100", description="GPU model (each of the tensor_parallel GPUs).")
+    overhead_gb: float = Field(
+        default=memory.DEFAULT_RUNTIME_OVERHEAD_GB,
+        ge=0,
+        le=64,
+        description="Per-GPU allowance in GB (1e9 B) for the CUDA context, cuBLAS/NCCL workspaces, "
+        "CUDA graphs, activations and allocator fragmentation.",
+    )
+    capacity_basis: CapacityBasis = Field(
+        default="datasheet",
+        description="GPU capacity to budget against: the datasheet figure read as decimal GB, or "
+        "the total nvidia-smi reports (MiB).",
+    )
+
+    @field_validator("context_tokens")
+    @classmethod
+    def _context_within_model(cls, v: int, info: ValidationInfo) -> int:
+        model = info.data.get("model")
+        return memory.check_context(model, v) if model else v
+
+    @field_validator("tensor_parallel")
+    @classmethod
+    def _tp_shards_model(cls, v: int, info: ValidationInfo) -> int:
+        model = info.data.get("model")
+        return memory.check_tensor_parallel(model, v) if model else v
+
+
+class TensorBytes(BaseModel):
+    kind: str
+    params: int
+    sharding: str
+    bytes_total: int
+    bytes_per_gpu: int
+
+
+class Result(LabResult):
+    model: str
+    gpu: str
+    weight_format: str
+    kv_dtype: str
+    tensor_parallel: int
+    capacity_basis: str
+    param_count: int
+    weights_bytes: int
+    weights_gb: float
+    weights_by_kind: list[TensorBytes]
+    weights_bytes_per_gpu: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    overhead_bytes_per_gpu: int
+    total_bytes_per_gpu: int
+    total_gb_per_gpu: float
+    total_gib_per_gpu: float
+    gpu_capacity_bytes: int
+    gpu_capacity_gb: float
+    gpu_capacity_gib: float
+    headroom_bytes_per_gpu: int
+    headroom_gb_per_gpu: float
+    headroom_gib_per_gpu: float
+    fits: bool
+    max_kv_tokens_per_gpu: int
+    min_tensor_parallel: int | None
+    notes: list[str]
+
+
+def _sharding(rule: TPRule, kv_heads: bool, model_kv_heads: int, tp: int) -> str:
+    if tp == 1:
+        return "whole"
+    if rule is TPRule.replicated:
+        return "replicated"
+    if kv_heads and tp > model_kv_heads:
+        return f"KV heads replicated ×{tp // model_kv_heads}"
+    return {"column": "split by rows", "row": "split by columns", "vocab": "split by vocab"}[
+        rule.value
+    ]
+
+
+def run(params: Params, ctx: Context) -> Result:
+    model = get_model(params.model)
+    gpu = get_gpu(params.gpu)
+    tp = params.tensor_parallel
+    ctx.progress(0.1, "counting parameters")
+
+    counts = param_counts(model)
+    total_by_kind = memory.weight_bytes_by_kind(model, params.weight_format, 1)
+    per_gpu_by_kind = memory.weight_bytes_by_kind(model, params.weight_format, tp)
+    rows = [
+        TensorBytes(
+            kind=g.kind,
+            params=counts[g.kind],
+            sharding=_sharding(g.tp, g.kv_heads, model.num_kv_heads, tp),
+            bytes_total=total_by_kind[g.kind],
+            bytes_per_gpu=per_gpu_by_kind[g.kind],
+        )
+        for g in tensor_groups(model)
+    ]
+    kv_tokens = params.batch * params.context_tokens
+    budget = memory.per_gpu_budget(
+        model,
+        gpu,
+        weight_format=params.weight_format,
+        kv_dtype=params.kv_dtype,
+        kv_tokens=kv_tokens,
+        tp=tp,
+        overhead_gb=params.overhead_gb,
+        basis=params.capacity_basis,
+    )
+    kv_per_token_gpu = memory.kv_bytes_per_token(model, params.kv_dtype, tp)
+    free_for_kv = budget.capacity - budget.weights - budget.overhead
+    ctx.progress(0.5, "finding the smallest tensor-parallel size that fits")
+    min_tp = memory.min_fitting_tensor_parallel(
+        model,
+        gpu,
+        weight_format=params.weight_format,
+        kv_dtype=params.kv_dtype,
+        kv_tokens=kv_tokens,
+        overhead_gb=params.overhead_gb,
+        basis=params.capacity_basis,
+    )
+    notes = _notes(params, budget.fits, min_tp)
+
+    ctx.table(
+        "Weights by tensor kind",
+        ["tensor kind", "parameters", "sharding", "GB total", f"GB per GPU (TP {tp})"],
+        [
+            [
+                r.kind,
+                r.params,
+                r.sharding,
+                round(gb(r.bytes_total), 3),
+                round(gb(r.bytes_per_gpu), 3),
+            ]
+            for r in rows
+        ],
+    )
+    ctx.table(
+        f"Per-GPU budget on {gpu.name} (GB = 1e9 B, GiB = 2^30 B)",
+        ["item", "bytes", "GB", "GiB"],
+        [
+            [name, n, round(gb(n), 3), round(gib(n), 3)]
+            for name, n in (
+                ("weights", budget.weights),
+                (f"KV cache ({params.batch} × {params.context_tokens} tokens)", budget.kv_cache),
+                ("runtime overhead", budget.overhead),
+                ("total", budget.total),
+                (f"capacity ({params.capacity_basis})", budget.capacity),
+                ("headroom", budget.headroom),
+            )
+        ],
+    )
+    weights_total = memory.weight_bytes(model, params.weight_format)
+    ctx.metric("weights_gb", gb(weights_total), "GB", "weights, whole model")
+    ctx.metric("kv_bytes_per_token", memory.kv_bytes_per_token(model, params.kv_dtype), "bytes")
+    ctx.metric("total_gb_per_gpu", gb(budget.total), "GB", "needed per GPU")
+    ctx.metric("headroom_gb_per_gpu", gb(budget.headroom), "GB", "headroom per GPU")
+    if min_tp is not None:
+        ctx.metric("min_tensor_parallel", min_tp, "GPUs", "smallest TP that fits")
+
+    from labs import plots
+
+    labels = [r.kind for r in rows] + ["KV cache", "overhead"]
+    values = [gb(r.bytes_per_gpu) for r in rows] + [gb(budget.kv_cache), gb(budget.overhead)]
+    ctx.plot(
+        f"Bytes per GPU by tensor kind ({model.name}, {params.weight_format}, TP {tp})",
+        plots.bar_chart(labels, values, title="Memory per GPU", value_label="GB (1e9 bytes)"),
+        {"labels": labels, "gb": values, "capacity_gb": gb(budget.capacity)},
+    )
+    for note in notes:
+        ctx.log(note)
+    verdict = "fits" if budget.fits else "does not fit"
+    ctx.log(
+        f"{model.name} {verdict} on {tp} × {gpu.name}: {gb(budget.total):.2f} GB needed per GPU "
+        f"of {gb(budget.capacity):.2f} GB ({gb(budget.headroom):+.2f} GB headroom)."
+    )
+    ctx.progress(1.0, "done")
+    return Result(
+        model=model.id,
+        gpu=gpu.id,
+        weight_format=params.weight_format,
+        kv_dtype=params.kv_dtype,
+        tensor_parallel=tp,
+        capacity_basis=params.capacity_basis,
+        param_count=sum(counts.values()),
+        weights_bytes=weights_total,
+        weights_gb=gb(weights_total),
+        weights_by_kind=rows,
+        weights_bytes_per_gpu=budget.weights,
+        kv_bytes_per_token=memory.kv_bytes_per_token(model, params.kv_dtype),
+        kv_bytes_per_token_per_gpu=kv_per_token_gpu,
+        kv_cache_bytes_per_gpu=budget.kv_cache,
+        overhead_bytes_per_gpu=budget.overhead,
+        total_bytes_per_gpu=budget.total,
+        total_gb_per_gpu=gb(budget.total),
+        total_gib_per_gpu=gib(budget.total),
+        gpu_capacity_bytes=budget.capacity,
+        gpu_capacity_gb=gb(budget.capacity),
+        gpu_capacity_gib=gib(budget.capacity),
+        headroom_bytes_per_gpu=budget.headroom,
+        headroom_gb_per_gpu=gb(budget.headroom),
+        headroom_gib_per_gpu=gib(budget.headroom),
+        fits=budget.fits,
+        max_kv_tokens_per_gpu=max(0, free_for_kv // kv_per_token_gpu),
+        min_tensor_parallel=min_tp,
+        notes=notes,
+    )
+
+
+def _notes(params: Params, fits: bool, min_tp: int | None) -> list[str]:
+    model = get_model(params.model)
+    gpu = get_gpu(params.gpu)
+    tp = params.tensor_parallel
+    notes: list[str] = []
+    if tp > model.num_kv_heads:
+        notes.append(
+            f"TP {tp} exceeds the {model.num_kv_heads} KV heads: each GPU keeps one KV head, "
+            f"replicated {tp // model.num_kv_heads}×, so KV cache per GPU stops shrinking."
+        )
+    notes += memory.block_alignment_problems(model, params.weight_format, tp)
+    native = {"fp8": "fp8_e4m3", "nvfp4": "nvfp4", "mxfp4": "mxfp4", "bf16": "bf16"}
+    needed = native.get(params.weight_format)
+    if needed and not gpu.supports(needed):
+        notes.append(
+            f"{gpu.name} has no {needed} tensor cores: {params.weight_format} weights are stored "
+            "as budgeted but must be converted (weight-only kernels or emulation) to compute."
+        )
+    if params.kv_dtype == "bf16" and not gpu.supports("bf16"):
+        notes.append(f"{gpu.name} has no bf16: use an fp16 KV cache (same bytes).")
+    if not fits:
+        if min_tp is None:
+            notes.append(
+                f"No tensor-parallel size up to {memory.MAX_TENSOR_PARALLEL} fits these settings."
+            )
+        elif min_tp > tp:
+            notes.append(f"The smallest tensor-parallel size that fits is {min_tp}.")
+    return notes
+
+
+LAB = Lab(
+    id="memory-budget",
+    title="Memory budget: weights, KV cache and overhead per GPU",
+    summary="Count a real model's bytes by tensor kind, add the KV cache for your batch and context "
+    "and a runtime allowance, split them across tensor-parallel GPUs, and see whether it fits.",
+    needs_gpu=NeedsGPU.no,
+    params=Params,
+    run=run,
+    time_limit_s=30.0,
+    memory_limit_mb=1024,
+    numeric_outputs=(
+        ("weights_gb", "GB"),
+        ("kv_bytes_per_token", "bytes"),
+        ("total_gb_per_gpu", "GB"),
+        ("headroom_gb_per_gpu", "GB"),
+        ("min_tensor_parallel", "GPUs"),
+    ),
+)
