@@ -16,6 +16,9 @@ LAB_MODULES: tuple[str, ...] = (
     "labs.qlora_budget",
     "labs.kv_capacity",
     "labs.fp8_savings",
+    "labs.granularity_compare",
+    "labs.scale_derivation",
+    "labs.dot_product_scales",
 )
 
 

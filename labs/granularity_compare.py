@@ -1,0 +1,441 @@
+"""Lab ``granularity-compare``: one tensor, six scale granularities, one format.
+
+The same tensor (normal, uniform, Laplace, or normal with injected outliers) is
+quantized to one of the formats whose scale granularity is an option in
+labs.quant (int8, int4, fp8_e4m3, fp8_e5m2): one scale per tensor, one per row
+(channel), and one per block of 16, 32, 64 and 128 elements along the row. For
+each the lab reports the error (MSE, SQNR, max |error|, split into rounding and
+clipping error), the bytes the scales cost and the bits per value they imply,
+and which granularity buys the most SQNR per stored bit. An outlier forces a
+large scale on every value that shares it; smaller scale groups confine the
+damage, at the price of more scales.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+
+if TYPE_CHECKING:
+    import torch
+
+    from labs.quant import QuantizedTensor
+
+# The labs.quant formats that take a ``granularity`` option (a test checks them).
+GranularFormatKey = Literal["int8", "int4", "fp8_e4m3", "fp8_e5m2"]
+Distribution = Literal["normal", "uniform", "laplace", "outliers"]
+
+MAX_ROWS = 1024
+MAX_COLS = 4096
+DEFAULT_SHAPE = (256, 1024)
+MAX_SEED = 2**31 - 1
+DEFAULT_OUTLIER_SCALE = 50.0
+MAX_OUTLIER_SCALE = 10_000.0
+DEFAULT_OUTLIER_FRACTION = 0.001  # LLM activations: a few values ~20-100× the rest
+MAX_OUTLIER_FRACTION = 0.1
+BLOCK_SIZES = (16, 32, 64, 128)
+GRANULARITIES: tuple[str | int, ...] = ("tensor", "channel", *BLOCK_SIZES)
+# The block size whose numbers are also returned at the top level of the result.
+HEADLINE_BLOCK = 32
+BITS_PER_BYTE = 8
+# One more bit of a uniform quantizer's resolution halves its step: 20·log10(2) dB.
+DB_PER_BIT = 20 * math.log10(2)
+# A value counts as clipped only when it lies beyond its scale group's largest
+# representable magnitude by more than this fraction of it: ``absmax / qmax * qmax``
+# in float32 may land a few ulps (2**-24 each) below absmax itself, and the largest
+# value is then "clipped" by 1e-7 — a rounding artefact, not clipping.
+CLIP_RELATIVE_TOLERANCE = 2.0**-20
+HISTOGRAM_BINS = 20
+# The chart bins a random sample of at most this many errors per granularity.
+PLOT_SAMPLE = 20_000
+# The chart's smallest |error| bin starts at this quantile of the non-zero errors.
+HISTOGRAM_LOW_QUANTILE = 0.001
+PERCENT = 100.0
+# Keeps the Laplace inverse CDF finite (log of 0 at u = 0 or 1).
+LAPLACE_U_MIN = 1e-7
+
+
+def granularity_label(g: str | int) -> str:
+    return f"block {g}" if isinstance(g, int) else str(g)
+
+
+class Params(LabParams):
+    format: GranularFormatKey = Field(
+        default="int4",
+        description="Format to quantize to: int8, int4 (symmetric, float32 scales), fp8_e4m3 or "
+        "fp8_e5m2 (float32 scales) — the labs.quant formats whose scale granularity is an option",
+    )
+    shape: list[int] = Field(
+        default=list(DEFAULT_SHAPE),
+        min_length=2,
+        max_length=2,
+        description=f"[rows, cols] of the tensor, rows 1 to {MAX_ROWS}, cols 1 to {MAX_COLS}; "
+        "blocks and channels run along the rows (cols elements each)",
+    )
+    distribution: Distribution = Field(
+        default="outliers",
+        description="normal, uniform (-1..1), laplace (heavy-tailed), or outliers (normal with "
+        "outlier_fraction of the values multiplied by outlier_scale)",
+    )
+    outlier_scale: float = Field(
+        default=DEFAULT_OUTLIER_SCALE,
+        ge=1.0,
+        le=MAX_OUTLIER_SCALE,
+        description="With distribution outliers: the factor the outliers are multiplied by",
+    )
+    outlier_fraction: float = Field(
+        default=DEFAULT_OUTLIER_FRACTION,
+        gt=0.0,
+        le=MAX_OUTLIER_FRACTION,
+        description="With distribution outliers: the share of values made outliers "
+        "(at least one value)",
+    )
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="Random seed for the tensor")
+
+    @field_validator("shape")
+    @classmethod
+    def _dims(cls, shape: list[int]) -> list[int]:
+        for name, n, top in (("rows", shape[0], MAX_ROWS), ("cols", shape[1], MAX_COLS)):
+            if not 1 <= n <= top:
+                raise ValueError(f"{name} must be between 1 and {top}, not {n}")
+        return shape
+
+
+class ErrorSplit(BaseModel):
+    """Quantization error of one tensor; MSE in the tensor's units squared."""
+
+    mse: float
+    rmse: float
+    max_abs_error: float
+    sqnr_db: float | None = Field(description="10·log10(Σx² / Σerror²); None when the error is 0")
+    rounding_mse: float = Field(description="Share of the MSE from values inside their range")
+    clipping_mse: float = Field(description="Share of the MSE from values beyond their range")
+    clipped: int = Field(description="Values beyond their scale group's representable range")
+
+
+class GranularityRow(BaseModel):
+    granularity: str
+    n_scales: int
+    nbytes: int = Field(description="Every stored byte: codes, scales (and padding)")
+    scale_overhead_bytes: int = Field(description="Bytes of scales alone")
+    bits_per_value: float = Field(description="8 · nbytes / values")
+    error: ErrorSplit
+    sqnr_db_per_bit: float | None = Field(description="SQNR (dB) / bits per value")
+    db_per_extra_bit: float | None = Field(
+        description="SQNR gained over per-tensor scales per extra stored bit (dB/bit); "
+        f"widening the element by one bit buys about {DB_PER_BIT:.2f} dB"
+    )
+
+
+class Result(LabResult):
+    format: str
+    shape: list[int]
+    distribution: str
+    numel: int
+    tensor_absmax: float
+    rows: list[GranularityRow]
+    best_by_sqnr: str
+    best_by_sqnr_per_bit: str
+    sqnr_db_tensor: float | None
+    sqnr_db_block_32: float | None
+    sqnr_gain_db_block_32: float | None = Field(description="SQNR of block 32 − per tensor, dB")
+    scale_overhead_bytes_block_32: int
+    bits_per_value_block_32: float
+
+
+def make_tensor(
+    rows: int,
+    cols: int,
+    distribution: str,
+    seed: int,
+    outlier_scale: float = DEFAULT_OUTLIER_SCALE,
+    outlier_fraction: float = DEFAULT_OUTLIER_FRACTION,
+) -> torch.Tensor:
+    """A float32 (rows, cols) tensor drawn on the CPU from ``distribution`` with ``seed``."""
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    if distribution == "uniform":
+        return torch.rand(rows, cols, generator=g) * 2 - 1
+    if distribution == "laplace":
+        # Inverse CDF of the standard Laplace distribution.
+        u = torch.rand(rows, cols, generator=g).clamp(LAPLACE_U_MIN, 1 - LAPLACE_U_MIN) - 0.5
+        return -torch.sign(u) * torch.log1p(-2 * u.abs())
+    x = torch.randn(rows, cols, generator=g)
+    if distribution == "outliers":
+        n = max(1, round(outlier_fraction * x.numel()))
+        idx = torch.randperm(x.numel(), generator=g)[:n]
+        x.view(-1)[idx] *= outlier_scale
+    return x
+
+
+def clipped_mask(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """True where ``x`` lies beyond [lo, hi] by more than CLIP_RELATIVE_TOLERANCE of the
+    range's largest magnitude (all three the same shape)."""
+    import torch
+
+    x64 = x.double()
+    bound = torch.maximum(lo.abs(), hi.abs()).double()
+    overshoot = (x64 - x64.clamp(lo.double(), hi.double())).abs()
+    return overshoot > CLIP_RELATIVE_TOLERANCE * bound
+
+
+def split_error(
+    x: torch.Tensor, deq: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
+) -> ErrorSplit:
+    """Error of ``deq`` against ``x`` with, for each element, the range [lo, hi] its scale
+    group can represent (all four the same shape). Errors of elements beyond their range
+    (by more than CLIP_RELATIVE_TOLERANCE of it) are clipping error, the rest rounding."""
+
+    x64 = x.double()
+    err = deq.double() - x64
+    sq = err * err
+    clipped = clipped_mask(x, lo, hi)
+    n = x.numel()
+    total = float(sq.sum())
+    clip = float(sq[clipped].sum())
+    signal = float((x64 * x64).sum())
+    return ErrorSplit(
+        mse=total / n,
+        rmse=math.sqrt(total / n),
+        max_abs_error=float(err.abs().max()),
+        sqnr_db=10 * math.log10(signal / total) if total > 0 and signal > 0 else None,
+        rounding_mse=(total - clip) / n,
+        clipping_mse=clip / n,
+        clipped=int(clipped.sum()),
+    )
+
+
+def element_bounds(q: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per element of ``q``: the smallest and largest value its scale group can represent,
+    shaped like the quantized input."""
+    lo, hi = q.block_bounds()
+    shape = (q.layout.n_blocks, q.layout.block_len)
+    return q.unblock(lo[:, None].expand(shape)), q.unblock(hi[:, None].expand(shape))
+
+
+def _abs_error_histograms(
+    errors: dict[str, torch.Tensor], seed: int
+) -> tuple[list[float], dict[str, list[float]], dict[str, int]]:
+    """|error| of each granularity binned on shared bins of log2 |error|: the bin centres
+    (log2 of the error), the share of values (%) in each bin, and the count of exact
+    (zero-error) values, which have no logarithm."""
+    import torch
+
+    nonzero = {name: e.abs()[e != 0] for name, e in errors.items()}
+    pooled = torch.cat([v for v in nonzero.values() if v.numel()])
+    if pooled.numel() == 0:
+        return [], {}, {name: e.numel() for name, e in errors.items()}
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    sample = pooled[torch.randperm(pooled.numel(), generator=g)[:PLOT_SAMPLE]]
+    lo = math.log2(float(torch.quantile(sample.double(), HISTOGRAM_LOW_QUANTILE)))
+    hi = math.log2(float(pooled.max()))
+    if hi <= lo:
+        lo, hi = lo - 1, hi + 1
+    step = (hi - lo) / HISTOGRAM_BINS
+    centres = [lo + (i + 0.5) * step for i in range(HISTOGRAM_BINS)]
+    shares = {}
+    for name, v in nonzero.items():
+        counts = torch.histc(v.double().log2().clamp(lo, hi), bins=HISTOGRAM_BINS, min=lo, max=hi)
+        shares[name] = [PERCENT * float(c) / errors[name].numel() for c in counts]
+    exact = {name: errors[name].numel() - v.numel() for name, v in nonzero.items()}
+    return centres, shares, exact
+
+
+def _score(row: GranularityRow, value: float | None) -> float:
+    """Rank by ``value``; a zero error (SQNR None) is the best there is, not the worst."""
+    if row.error.mse == 0:
+        return math.inf
+    return -math.inf if value is None else value
+
+
+def run(params: Params, ctx: Context) -> Result:
+    from labs import plots
+    from labs.quant import quantize
+
+    rows, cols = params.shape
+    ctx.progress(0.02, "making the tensor")
+    x = make_tensor(
+        rows, cols, params.distribution, params.seed, params.outlier_scale, params.outlier_fraction
+    ).to(ctx.device)
+    numel = x.numel()
+    absmax = float(x.abs().max())
+    detail = (
+        f" ({params.outlier_fraction:.2%} of values ×{params.outlier_scale:g})"
+        if params.distribution == "outliers"
+        else ""
+    )
+    ctx.log(
+        f"x: {params.distribution}{detail}, {rows}×{cols} float32 (seed {params.seed}), "
+        f"absmax {absmax:.4g}; format {params.format}"
+    )
+
+    results: list[GranularityRow] = []
+    errors: dict[str, torch.Tensor] = {}
+    base: GranularityRow | None = None
+    for i, g in enumerate(GRANULARITIES):
+        label = granularity_label(g)
+        ctx.progress(0.05 + 0.8 * i / len(GRANULARITIES), f"{params.format}, {label} scales")
+        q = quantize(x, params.format, granularity=g)
+        deq = q.dequantize()
+        lo, hi = element_bounds(q)
+        split = split_error(x, deq, lo, hi)
+        errors[label] = (deq - x).reshape(-1).cpu()
+        bits = BITS_PER_BYTE * q.nbytes / numel
+        per_bit = split.sqnr_db / bits if split.sqnr_db is not None else None
+        gain = None
+        if base is not None and base.error.sqnr_db is not None and split.sqnr_db is not None:
+            extra = bits - base.bits_per_value
+            gain = (split.sqnr_db - base.error.sqnr_db) / extra if extra > 0 else None
+        row = GranularityRow(
+            granularity=label,
+            n_scales=int(q.scales.numel()),
+            nbytes=q.nbytes,
+            scale_overhead_bytes=q.nbytes - q.payload_nbytes,
+            bits_per_value=bits,
+            error=split,
+            sqnr_db_per_bit=per_bit,
+            db_per_extra_bit=gain,
+        )
+        base = base or row
+        results.append(row)
+
+    best = max(results, key=lambda r: _score(r, r.error.sqnr_db))
+    best_per_bit = max(results, key=lambda r: _score(r, r.sqnr_db_per_bit))
+    ctx.table(
+        f"{params.format}: {rows}×{cols} {params.distribution} values, one row per scale granularity",
+        [
+            "granularity",
+            "scales",
+            "scale bytes",
+            "bits/value",
+            "MSE",
+            "SQNR dB",
+            "max |error|",
+            "rounding MSE",
+            "clipping MSE",
+            "clipped",
+            "dB per bit",
+            "dB per extra bit vs tensor",
+        ],
+        [
+            [
+                r.granularity,
+                r.n_scales,
+                r.scale_overhead_bytes,
+                round(r.bits_per_value, 4),
+                r.error.mse,
+                None if r.error.sqnr_db is None else round(r.error.sqnr_db, 2),
+                r.error.max_abs_error,
+                r.error.rounding_mse,
+                r.error.clipping_mse,
+                r.error.clipped,
+                None if r.sqnr_db_per_bit is None else round(r.sqnr_db_per_bit, 3),
+                None if r.db_per_extra_bit is None else round(r.db_per_extra_bit, 2),
+            ]
+            for r in results
+        ],
+    )
+    by_label = {r.granularity: r for r in results}
+    tensor_row, block_row = by_label["tensor"], by_label[granularity_label(HEADLINE_BLOCK)]
+    gain_32 = (
+        block_row.error.sqnr_db - tensor_row.error.sqnr_db
+        if block_row.error.sqnr_db is not None and tensor_row.error.sqnr_db is not None
+        else None
+    )
+    for r in results:
+        if r.error.sqnr_db is not None:
+            ctx.metric(
+                f"sqnr_db_{r.granularity.replace(' ', '_')}",
+                r.error.sqnr_db,
+                "dB",
+                f"SQNR, {r.granularity}",
+            )
+    ctx.metric(
+        "scale_overhead_bytes_block_32",
+        block_row.scale_overhead_bytes,
+        "bytes",
+        "scale bytes, block 32",
+    )
+    ctx.metric(
+        "bits_per_value_block_32", block_row.bits_per_value, "bits", "bits per value, block 32"
+    )
+    clipping = sum(r.error.clipped for r in results)
+    ctx.log(
+        f"Best SQNR: {best.granularity}. Best SQNR per stored bit: {best_per_bit.granularity}. "
+        f"Each scale is a float32 (4 bytes): block b adds 32/b bits per value. "
+        f"For comparison, one more element bit buys about {DB_PER_BIT:.2f} dB."
+    )
+    if clipping == 0:
+        ctx.log(
+            "No value was clipped: every scale here is absmax / max code, so the largest "
+            "value of each group lands exactly on the largest code and the whole error is rounding."
+        )
+
+    ctx.progress(0.88, "charts")
+    centres, shares, exact = _abs_error_histograms(errors, params.seed)
+    if centres:
+        ctx.plot(
+            "Distribution of |error| per granularity",
+            plots.line_chart(
+                {name: (centres, share) for name, share in shares.items()},
+                title=f"{params.format}: error histogram per granularity",
+                x_label="log2 |dequantized − value|",
+                y_label="share of values (%)",
+            ),
+            {"log2_abs_error_bin_centres": centres, "share_percent": shares, "exact_values": exact},
+        )
+    ctx.plot(
+        "SQNR per granularity",
+        plots.bar_chart(
+            [r.granularity for r in results],
+            [r.error.sqnr_db or 0.0 for r in results],
+            title=f"{params.format}: SQNR by scale granularity",
+            value_label="SQNR (dB)",
+        ),
+        {
+            r.granularity: {"sqnr_db": r.error.sqnr_db, "bits_per_value": r.bits_per_value}
+            for r in results
+        },
+    )
+    ctx.progress(1.0, "done")
+    return Result(
+        format=params.format,
+        shape=[rows, cols],
+        distribution=params.distribution,
+        numel=numel,
+        tensor_absmax=absmax,
+        rows=results,
+        best_by_sqnr=best.granularity,
+        best_by_sqnr_per_bit=best_per_bit.granularity,
+        sqnr_db_tensor=tensor_row.error.sqnr_db,
+        sqnr_db_block_32=block_row.error.sqnr_db,
+        sqnr_gain_db_block_32=gain_32,
+        scale_overhead_bytes_block_32=block_row.scale_overhead_bytes,
+        bits_per_value_block_32=block_row.bits_per_value,
+    )
+
+
+LAB = Lab(
+    id="granularity-compare",
+    title="Scale granularity: per tensor, per channel, per block",
+    summary="Quantize one tensor (optionally with outliers) to int8, int4 or FP8 with one scale "
+    "per tensor, per channel and per block of 16/32/64/128: error split into rounding and "
+    "clipping, scale overhead in bytes and bits per value, and the SQNR each extra bit buys.",
+    needs_gpu=NeedsGPU.no,
+    params=Params,
+    run=run,
+    time_limit_s=120.0,
+    memory_limit_mb=2048,
+    numeric_outputs=(
+        ("sqnr_db_tensor", "dB"),
+        ("sqnr_db_block_32", "dB"),
+        ("sqnr_gain_db_block_32", "dB"),
+        ("scale_overhead_bytes_block_32", "bytes"),
+        ("bits_per_value_block_32", "bits"),
+    ),
+)

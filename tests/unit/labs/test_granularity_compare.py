@@ -1,0 +1,150 @@
+"""granularity-compare, run through EventContext as the worker runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import get_args
+
+import pytest
+from pydantic import ValidationError
+
+from labs import granularity_compare as lab
+from labs.base import EventContext, NeedsGPU
+
+
+def run_lab(params=None):
+    events: list[tuple[str, dict]] = []
+    ctx = EventContext(lambda kind, data: events.append((kind, data)))
+    result = lab.LAB.run(lab.Params.model_validate(params or {}), ctx)
+    json.dumps([data for _, data in events], allow_nan=False)  # every event is strict JSON
+    json.dumps(result.model_dump(mode="json"), allow_nan=False)
+    return result, events
+
+
+@pytest.fixture(scope="module")
+def default_run():
+    return run_lab()
+
+
+def test_declaration_and_params_schema():
+    assert lab.LAB.id == "granularity-compare" and lab.LAB.needs_gpu is NeedsGPU.no
+    assert lab.LAB.params is lab.Params
+    for name, field in lab.Params.model_fields.items():
+        assert field.description, name
+        assert not field.is_required(), name
+    fields = lab.Result.model_fields
+    for key, unit in lab.LAB.numeric_outputs:
+        assert key in fields and unit
+
+
+def test_formats_are_exactly_those_with_a_granularity_option():
+    from labs.quant import FORMATS
+
+    granular = {k for k, f in FORMATS.items() if "granularity" in f.option_names()}
+    assert set(get_args(lab.GranularFormatKey)) == granular
+
+
+def test_default_run_outliers_per_block_beats_per_tensor(default_run):
+    result, events = default_run
+    kinds = {kind for kind, _ in events}
+    assert {"progress", "log", "table", "metric", "plot"} <= kinds
+    assert events[-1] == ("progress", {"fraction": 1.0, "message": "done"})
+    rows = {r.granularity: r for r in result.rows}
+    assert list(rows) == ["tensor", "channel", "block 16", "block 32", "block 64", "block 128"]
+    # An outlier in a scale group coarsens only that group: finer groups, higher SQNR.
+    sqnr = [
+        rows[g].error.sqnr_db for g in ("tensor", "block 128", "block 64", "block 32", "block 16")
+    ]
+    assert sqnr == sorted(sqnr)
+    assert rows["block 32"].error.sqnr_db > rows["tensor"].error.sqnr_db + 10
+    assert result.best_by_sqnr == "block 16"
+    assert result.sqnr_gain_db_block_32 == pytest.approx(
+        rows["block 32"].error.sqnr_db - rows["tensor"].error.sqnr_db
+    )
+
+
+def test_bytes_and_bits_are_the_scale_arithmetic(default_run):
+    result, _ = default_run
+    rows_, cols = result.shape
+    numel = rows_ * cols
+    fp32_bytes, int4_bits = 4, 4
+    for r in result.rows:
+        expected_scales = {"tensor": 1, "channel": rows_}.get(r.granularity)
+        if expected_scales is None:
+            expected_scales = numel // int(r.granularity.split()[1])
+        assert r.n_scales == expected_scales
+        assert r.scale_overhead_bytes == fp32_bytes * expected_scales
+        assert r.nbytes == numel * int4_bits // 8 + r.scale_overhead_bytes
+        assert r.bits_per_value == pytest.approx(8 * r.nbytes / numel)
+    assert result.bits_per_value_block_32 == 4 + 32 / 32
+    assert result.scale_overhead_bytes_block_32 == numel // 32 * fp32_bytes
+
+
+def test_absmax_scales_never_clip_so_the_error_is_all_rounding(default_run):
+    result, _ = default_run
+    for r in result.rows:
+        assert r.error.clipped == 0
+        assert r.error.clipping_mse == 0
+        assert r.error.rounding_mse == pytest.approx(r.error.mse)
+
+
+def test_matches_labs_quant_metrics():
+    import torch
+
+    from labs.quant import quantize
+    from labs.quant.metrics import error_report
+
+    result, _ = run_lab({"format": "fp8_e4m3", "shape": [16, 256], "distribution": "laplace"})
+    x = lab.make_tensor(16, 256, "laplace", 0)
+    for r, g in zip(result.rows, lab.GRANULARITIES, strict=True):
+        report = error_report(x, quantize(x, "fp8_e4m3", granularity=g))
+        assert r.error.mse == pytest.approx(report.mse, rel=1e-9)
+        assert r.error.sqnr_db == pytest.approx(report.sqnr_db, rel=1e-9)
+        assert r.scale_overhead_bytes == report.scale_overhead_bytes
+        assert r.bits_per_value == pytest.approx(report.bits_per_value)
+    assert torch.equal(x, lab.make_tensor(16, 256, "laplace", 0))  # seeded
+
+
+def test_split_error_counts_real_clipping_and_ignores_ulp_noise():
+    import torch
+
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    deq = torch.tensor([1.0, 2.0, 3.0, 3.0])  # 4 clipped to 3
+    lo, hi = torch.full((4,), -3.0), torch.full((4,), 3.0)
+    split = lab.split_error(x, deq, lo, hi)
+    assert split.clipped == 1 and split.clipping_mse == pytest.approx(1 / 4)
+    assert split.rounding_mse == 0
+    # A bound a float32 ulp below the value is scale rounding, not clipping.
+    hi_ulp = torch.full((4,), torch.nextafter(torch.tensor(4.0), torch.tensor(0.0)).item())
+    assert lab.split_error(x, x, -hi_ulp, hi_ulp).clipped == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"shape": [2048, 4096]},
+        {"shape": [1024, 8192]},
+        {"shape": [0, 16]},
+        {"shape": [16]},
+        {"format": "nvfp4"},
+        {"format": "int2"},
+        {"distribution": "cauchy"},
+        {"outlier_scale": 0.5},
+        {"outlier_fraction": 0.5},
+        {"seed": -1},
+        {"colour": "red"},
+    ],
+)
+def test_bad_params_are_rejected(bad):
+    with pytest.raises(ValidationError):
+        lab.Params.model_validate(bad)
+
+
+def test_importing_the_labs_imports_no_numeric_stack():
+    code = (
+        "import sys, labs.granularity_compare, labs.scale_derivation, labs.dot_product_scales; "
+        "bad = {'torch', 'numpy', 'matplotlib'} & set(sys.modules); assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
