@@ -19,6 +19,10 @@ LAB_MODULES: tuple[str, ...] = (
     "labs.granularity_compare",
     "labs.scale_derivation",
     "labs.dot_product_scales",
+    "labs.vram_observe",
+    "labs.shard_doctor",
+    "labs.format_support",
+    "labs.reproducibility",
 )
 
 

@@ -1,0 +1,808 @@
+"""Lab ``format-support``: which kernel path a checkpoint format takes on a GPU.
+
+The same file can run three different ways on two GPUs: the tensor cores read
+its type directly (*native*), a kernel keeps it compact in memory and widens it
+to 16 bits in registers before a 16-bit matmul (*emulated*, weight-only
+dequantization), or it must be converted to a wider type when loaded
+(*upcast*, the memory saving is lost) — or no common engine runs it at all
+(*unsupported*: only an offline conversion to a type the GPU has).
+
+The decision is a table of compute-capability thresholds (``RULES``), each
+row citing its source. It needs only the capability, so it also covers a GPU
+that is not in ``labs.gpus`` (``gpu="auto"`` reads the worker's own card with
+``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from labs import memory
+from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.gpus import GPU, GPUS, GpuId
+from labs.models import ModelId, get_model
+
+FormatKey = Literal[
+    "bf16", "fp16", "fp8", "int8", "w8a8-int8", "awq", "gptq", "mxfp4", "nvfp4", "q4_0"
+]
+GpuChoice = Literal[GpuId, "auto"]
+Path = Literal["native", "emulated", "upcast", "unsupported"]
+
+# Decode reads every weight once per step: weight bytes relative to bf16 are
+# the memory-bound speed ratio. 16 = bits per bf16 value.
+BASELINE_BITS = 16
+BITS_PER_BYTE = 8
+# Bits per parameter are computed on a typical projection matrix so that
+# per-channel scales (one per row) are counted, not just the block scales.
+REFERENCE_MATRIX = (4096, 4096)
+NVIDIA_SMI = "nvidia-smi"
+NVIDIA_SMI_TIMEOUT_S = 15.0
+SMI_QUERY = ("name", "compute_cap", "memory.total")
+
+PATH_MEANING: dict[str, str] = {
+    "native": "the tensor cores read this type directly: memory, bandwidth and matmul "
+    "throughput all improve",
+    "emulated": "the weights stay compact in memory and a kernel widens them to 16 bits in "
+    "registers before a 16-bit matmul: memory and decode bandwidth improve, matmul "
+    "throughput does not",
+    "upcast": "the weights are converted to a wider type when loaded: the file's memory "
+    "saving is gone on this GPU",
+    "unsupported": "no common engine runs this file on this GPU; it runs only after an "
+    "offline conversion to a wider type",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    title: str
+    url: str
+
+
+PTX_MMA = Source(
+    "PTX ISA: warp-level mma (bf16/tf32 need sm_80, e4m3/e5m2 need sm_89; block-scaled "
+    "mxf4/mxf4nvf4 kinds need sm_100a/sm_120a)",
+    "https://docs.nvidia.com/cuda/parallel-thread-execution/#warp-level-matrix-instructions-mma",
+)
+CUDA_GUIDE = Source(
+    "CUDA C++ Programming Guide: compute capabilities and tensor-core (wmma) element types",
+    "https://docs.nvidia.com/cuda/cuda-c-programming-guide/#compute-capabilities",
+)
+VLLM_HW = Source(
+    "vLLM: supported hardware for quantization kernels (Volta 7.0, Turing 7.5, Ampere 8.0/8.6, "
+    "Ada 8.9, Hopper 9.0)",
+    "https://docs.vllm.ai/en/v0.11.2/features/quantization/",
+)
+VLLM_BF16 = Source(
+    "vLLM: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0 … "
+    "use float16 instead (--dtype=half)'",
+    "https://github.com/vllm-project/vllm/blob/v0.6.6/vllm/worker/worker.py",
+)
+VLLM_FP8_MARLIN = Source(
+    "vLLM marlin_utils_fp8.py: is_fp8_marlin_supported() = capability >= 8.0 (weight-only FP8 "
+    "on GPUs without FP8 tensor cores)",
+    "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py",
+)
+VLLM_FP4_MARLIN = Source(
+    "vLLM marlin_utils_fp4.py: is_fp4_marlin_supported() = capability >= 8.0 (weight-only "
+    "FP4 on GPUs without FP4 tensor cores)",
+    "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py",
+)
+MARLIN = Source(
+    "Marlin: mixed-precision int4 × fp16 kernel for Ampere and newer (sm_80+)",
+    "https://github.com/IST-DASLab/marlin",
+)
+LLAMA_MMQ = Source(
+    "llama.cpp mmq.cuh: quantized matmul with int8 tensor-core mma on Turing+ and dp4a on "
+    "Pascal 6.1+; activations quantized to q8_1",
+    "https://github.com/ggml-org/llama.cpp/blob/master/ggml/src/ggml-cuda/mmq.cuh",
+)
+AMPERE_WP = Source(
+    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (BF16/TF32 tensor cores)",
+    "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf",
+)
+BLACKWELL = Source(
+    "NVIDIA Blackwell architecture: FP4/FP6 tensor cores with MX and NVFP4 block scaling",
+    "https://resources.nvidia.com/en-us-blackwell-architecture",
+)
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    key: str
+    title: str
+    memory_key: str  # labs.memory.WEIGHT_FORMATS key: how the file stores the weights
+    native_type: str | None  # labs.gpus tensor type that makes this format native
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Holds for a GPU whose compute capability is at least ``min_sm`` (major×10+minor)."""
+
+    min_sm: int
+    path: Path
+    kernel: str
+    compute: str  # what the matmul runs in: a dense_tflops key, or "fp32" for CUDA cores
+    sources: tuple[Source, ...]
+    upcast_to: str | None = None  # memory.WEIGHT_FORMATS key of what is resident
+    note: str = ""
+
+
+FORMATS: dict[str, FormatSpec] = {
+    f.key: f
+    for f in (
+        FormatSpec("bf16", "bf16 (bfloat16 weights and activations)", "bf16", "bf16"),
+        FormatSpec("fp16", "fp16 (IEEE half weights and activations)", "fp16", "fp16"),
+        FormatSpec(
+            "fp8", "FP8 W8A8 (E4M3 weights and activations, per-channel scales)", "fp8", "fp8_e4m3"
+        ),
+        FormatSpec("int8", "int8 weight-only (W8A16, per-channel scales)", "int8", None),
+        FormatSpec(
+            "w8a8-int8",
+            "int8 W8A8 (SmoothQuant-style int8 weights and activations)",
+            "int8",
+            "int8",
+        ),
+        FormatSpec("awq", "int4 AWQ (W4A16, group 128, zero points)", "int4", None),
+        FormatSpec("gptq", "int4 GPTQ (W4A16, group 128)", "int4", None),
+        FormatSpec("mxfp4", "MXFP4 (OCP MX: E2M1, E8M0 scale per 32)", "mxfp4", "mxfp4"),
+        FormatSpec("nvfp4", "NVFP4 (E2M1, E4M3 scale per 16, fp32 tensor scale)", "nvfp4", "nvfp4"),
+        FormatSpec("q4_0", "GGUF Q4_0 (4-bit, fp16 scale per 32)", "q4_0", None),
+    )
+}
+
+SM_AMPERE, SM_TURING, SM_VOLTA, SM_ADA, SM_BLACKWELL, SM_PASCAL_DP4A = 80, 75, 70, 89, 100, 61
+_OFFLINE = "dequantize offline to fp16"
+
+# Rows in descending min_sm; the first row a GPU reaches applies. Every format ends
+# with a min_sm=0 row, so every capability gets an answer.
+RULES: dict[str, tuple[Rule, ...]] = {
+    "bf16": (
+        Rule(SM_AMPERE, "native", "cuBLAS bf16 GEMM on tensor cores", "bf16", (PTX_MMA, AMPERE_WP)),
+        Rule(
+            0,
+            "upcast",
+            "no bf16 tensor cores before sm_80: engines refuse bf16 and ask for --dtype half",
+            "fp16",
+            (VLLM_BF16, CUDA_GUIDE),
+            upcast_to="fp16",
+            note="fp16 keeps the 2 bytes but overflows above 65504, a range bf16 models use; "
+            "fp32 is safe and doubles the bytes",
+        ),
+    ),
+    "fp16": (
+        Rule(SM_VOLTA, "native", "cuBLAS fp16 GEMM on tensor cores", "fp16", (CUDA_GUIDE,)),
+        Rule(
+            0,
+            "emulated",
+            "fp16 GEMM on CUDA cores (no tensor cores before sm_70)",
+            "fp32",
+            (CUDA_GUIDE,),
+        ),
+    ),
+    "fp8": (
+        Rule(
+            SM_ADA,
+            "native",
+            "cuBLASLt / CUTLASS FP8 GEMM (E4M3 × E4M3, fp32 accumulate)",
+            "fp8",
+            (PTX_MMA, VLLM_HW),
+        ),
+        Rule(
+            SM_AMPERE,
+            "emulated",
+            "FP8 Marlin: weight-only, E4M3 weights widened to bf16 in registers; "
+            "activations stay bf16",
+            "bf16",
+            (VLLM_FP8_MARLIN, VLLM_HW),
+            note="the activation scales of the file are unused",
+        ),
+        Rule(
+            0,
+            "unsupported",
+            "no FP8 kernel below sm_80 in vLLM (FP8 W8A8 and FP8 Marlin need 8.0+)",
+            "fp16",
+            (VLLM_HW, VLLM_FP8_MARLIN),
+            upcast_to="fp16",
+            note=_OFFLINE + " (2× the bytes)",
+        ),
+    ),
+    "int8": (
+        Rule(
+            SM_AMPERE,
+            "emulated",
+            "weight-only int8 GEMM (Marlin 8-bit, TensorRT-LLM weight-only): int8 widened to bf16",
+            "bf16",
+            (VLLM_HW, MARLIN),
+        ),
+        Rule(
+            0,
+            "emulated",
+            "weight-only int8 GEMM (GPTQ 8-bit exllama, TensorRT-LLM): int8 widened to fp16",
+            "fp16",
+            (VLLM_HW,),
+        ),
+    ),
+    "w8a8-int8": (
+        Rule(
+            SM_TURING,
+            "native",
+            "int8 × int8 GEMM on tensor cores (IMMA), int32 accumulate",
+            "int8",
+            (CUDA_GUIDE, VLLM_HW),
+        ),
+        Rule(
+            0,
+            "unsupported",
+            "no int8 tensor cores on Volta; vLLM runs INT8 W8A8 on Turing and newer only",
+            "fp16",
+            (VLLM_HW, CUDA_GUIDE),
+            upcast_to="fp16",
+            note="serve the weights weight-only (int8 path) or " + _OFFLINE,
+        ),
+    ),
+    "awq": (
+        Rule(
+            SM_AMPERE,
+            "emulated",
+            "AWQ Marlin: int4 widened to bf16/fp16 in registers, 16-bit MMA",
+            "bf16",
+            (MARLIN, VLLM_HW),
+        ),
+        Rule(
+            SM_TURING,
+            "emulated",
+            "AWQ GEMM kernel (vLLM awq, min capability 7.5), fp16 only",
+            "fp16",
+            (VLLM_HW,),
+        ),
+        Rule(
+            0,
+            "unsupported",
+            "AWQ kernels need sm_75; vLLM lists AWQ ❌ on Volta",
+            "fp16",
+            (VLLM_HW,),
+            upcast_to="fp16",
+            note="use a GPTQ checkpoint of the same model (GPTQ runs on Volta) or " + _OFFLINE,
+        ),
+    ),
+    "gptq": (
+        Rule(
+            SM_AMPERE,
+            "emulated",
+            "GPTQ Marlin (Machete on sm_90): int4 widened to bf16 in registers",
+            "bf16",
+            (MARLIN, VLLM_HW),
+        ),
+        Rule(
+            0,
+            "emulated",
+            "GPTQ exllama kernels (vLLM gptq, min capability 6.0), fp16 only",
+            "fp16",
+            (VLLM_HW,),
+        ),
+    ),
+    "mxfp4": (
+        Rule(
+            SM_BLACKWELL,
+            "native",
+            "block-scaled FP4 MMA (kind::mxf4): E2M1 × E2M1 with E8M0 scales in hardware",
+            "fp4",
+            (PTX_MMA, BLACKWELL),
+        ),
+        Rule(
+            SM_AMPERE,
+            "emulated",
+            "weight-only MXFP4 (Marlin / Triton matmul_ogs, as gpt-oss runs on Hopper): "
+            "E2M1 widened to bf16",
+            "bf16",
+            (VLLM_FP4_MARLIN,),
+        ),
+        Rule(
+            0,
+            "unsupported",
+            "no MXFP4 kernel below sm_80",
+            "fp16",
+            (VLLM_FP4_MARLIN,),
+            upcast_to="fp16",
+            note=_OFFLINE + " (3.8× the bytes)",
+        ),
+    ),
+    "nvfp4": (
+        Rule(
+            SM_BLACKWELL,
+            "native",
+            "block-scaled FP4 MMA (kind::mxf4nvf4): E2M1 with E4M3 scales per 16 in hardware",
+            "fp4",
+            (PTX_MMA, BLACKWELL),
+        ),
+        Rule(
+            SM_AMPERE,
+            "emulated",
+            "FP4 Marlin: weight-only, E2M1 × E4M3-scale widened to bf16 in registers",
+            "bf16",
+            (VLLM_FP4_MARLIN,),
+        ),
+        Rule(
+            0,
+            "unsupported",
+            "no NVFP4 kernel below sm_80 (FP4 Marlin needs 8.0)",
+            "fp16",
+            (VLLM_FP4_MARLIN,),
+            upcast_to="fp16",
+            note=_OFFLINE + " (3.6× the bytes)",
+        ),
+    ),
+    "q4_0": (
+        Rule(
+            SM_TURING,
+            "emulated",
+            "llama.cpp MMQ: Q4_0 unpacked to int8, activations quantized to q8_1, "
+            "int8 tensor-core mma",
+            "int8",
+            (LLAMA_MMQ, VLLM_HW),
+        ),
+        Rule(
+            SM_PASCAL_DP4A,
+            "emulated",
+            "llama.cpp MMQ with dp4a (4-way int8 dot products on CUDA cores)",
+            "fp32",
+            (LLAMA_MMQ,),
+        ),
+        Rule(0, "emulated", "llama.cpp: dequantize to fp16, then cuBLAS", "fp16", (LLAMA_MMQ,)),
+    ),
+}
+
+
+def sm_of(compute_capability: float) -> int:
+    """7.5 → 75, 10.0 → 100 (exact integer compare, no float thresholds)."""
+    return round(compute_capability * 10)
+
+
+def decide(format_key: str, sm: int) -> Rule:
+    """The rule that applies to ``format_key`` on a GPU of capability ``sm`` (major×10+minor)."""
+    for rule in RULES[format_key]:
+        if sm >= rule.min_sm:
+            return rule
+    raise AssertionError(f"{format_key} has no catch-all rule")  # every table ends at 0
+
+
+def file_bits_per_param(format_key: str) -> float:
+    """Stored bits per parameter of a projection matrix, scales included."""
+    rows, cols = REFERENCE_MATRIX
+    fmt = memory.WEIGHT_FORMATS[FORMATS[format_key].memory_key]
+    return fmt.matrix_bytes(rows, cols) * BITS_PER_BYTE / (rows * cols)
+
+
+def resident_key(format_key: str, rule: Rule) -> str:
+    """The memory.WEIGHT_FORMATS key of what the GPU holds after loading."""
+    return rule.upcast_to or FORMATS[format_key].memory_key
+
+
+def resident_bits_per_param(format_key: str, rule: Rule) -> float:
+    if rule.upcast_to:
+        return float(memory.WEIGHT_FORMATS[rule.upcast_to].element_bits)
+    return file_bits_per_param(format_key)
+
+
+def compute_speedup(gpu: GPU | None, rule: Rule) -> float | None:
+    """Peak dense matmul throughput of the path over the GPU's 16-bit peak (None if unknown)."""
+    if gpu is None:
+        return None
+    base = gpu.dense_tflops.get("bf16") or gpu.dense_tflops.get("fp16")
+    peak = gpu.dense_tflops.get(rule.compute)
+    if not base or not peak:
+        return None
+    return peak / base
+
+
+# --- the worker's own GPU ---------------------------------------------------
+# nvidia-smi names → registry ids. Longer names first: "L40S" before "L4".
+_NAME_HINTS: tuple[tuple[str, str], ...] = (
+    ("B200", "b200"),
+    ("H200", "h200"),
+    ("H100", "h100"),
+    ("L40S", "l40s"),
+    ("L4", "l4"),
+    ("RTX 4090", "rtx-4090"),
+    ("V100", "v100"),
+    ("T4", "t4"),
+)
+A100_80GB_MIN_MIB = 60_000
+AUTO_FALLBACK_GPU = "h100"  # 40 GB A100s report 40,960 MiB, 80 GB ones 81,920
+
+
+@dataclass(frozen=True)
+class DetectedGpu:
+    name: str
+    sm: int
+    memory_mib: float | None
+    registry_id: str | None
+
+
+def parse_smi(text: str) -> DetectedGpu | None:
+    """The first GPU in the output of ``nvidia-smi --query-gpu=name,compute_cap,memory.total
+    --format=csv,noheader,nounits``; ``None`` if no line parses."""
+    for line in text.strip().splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 2:
+            continue
+        try:
+            major, _, minor = cells[1].partition(".")
+            sm = int(major) * 10 + int(minor or 0)
+        except ValueError:
+            continue
+        try:
+            mib = float(cells[2]) if len(cells) > 2 else None
+        except ValueError:
+            mib = None
+        return DetectedGpu(cells[0], sm, mib, match_registry(cells[0], mib))
+    return None
+
+
+def match_registry(name: str, memory_mib: float | None) -> str | None:
+    upper = name.upper()
+    if "A100" in upper:
+        return "a100-80gb" if (memory_mib or 0) >= A100_80GB_MIN_MIB else "a100-40gb"
+    for hint, gpu_id in _NAME_HINTS:
+        if hint in upper:
+            return gpu_id
+    return None
+
+
+def read_worker_gpu(ctx: Context) -> tuple[DetectedGpu | None, str]:
+    """The worker's first GPU via nvidia-smi, and what happened (for the log)."""
+    if shutil.which(NVIDIA_SMI) is None:
+        return None, "nvidia-smi is not on this worker's PATH: no NVIDIA driver here"
+    argv = [NVIDIA_SMI, f"--query-gpu={','.join(SMI_QUERY)}", "--format=csv,noheader,nounits"]
+    ctx.log("$ " + " ".join(argv))
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"nvidia-smi failed: {exc}"
+    out = (proc.stdout or "").strip()
+    if proc.returncode != 0 or not out:
+        return None, f"nvidia-smi exited {proc.returncode}: {(proc.stderr or out).strip()[:200]}"
+    detected = parse_smi(out)
+    return detected, out if detected else f"could not parse nvidia-smi output: {out[:200]}"
+
+
+# --- parameters and result ---------------------------------------------------
+
+
+class Params(LabParams):
+    format: FormatKey = Field(
+        default="nvfp4",
+        description="Checkpoint format: bf16, fp16, fp8 (W8A8 E4M3), int8 (weight-only), "
+        "w8a8-int8, awq / gptq (int4 weight-only, group 128), mxfp4, nvfp4, q4_0 (GGUF).",
+    )
+    gpu: GpuChoice = Field(
+        default="h100",
+        description="GPU from the registry, or 'auto' for this worker's own GPU (read with "
+        "nvidia-smi; a worker without one falls back to the registry comparison).",
+    )
+    model: ModelId = Field(
+        default="llama-3.1-8b",
+        description="Model whose weights are sized in GB for each GPU (shapes from its "
+        "config.json; embeddings and norms stay bf16 in quantized formats).",
+    )
+
+
+class GpuPath(BaseModel):
+    gpu: str
+    name: str
+    compute_capability: str
+    path: Path
+    kernel: str
+    compute: str = Field(description="Type the matmul runs in")
+    resident_bits_per_param: float
+    weights_gb: float = Field(description="Weights held on the GPU, GB = 1e9 bytes")
+    fits_weights_only: bool | None
+    decode_tokens_per_s_bound: float | None = Field(
+        description="Batch-1 decode upper bound: peak bandwidth / weight bytes (tokens/s)"
+    )
+    compute_speedup: float | None = Field(description="Peak matmul rate over the 16-bit peak")
+
+
+class SourceRef(BaseModel):
+    title: str
+    url: str
+
+
+class Result(LabResult):
+    format: str
+    format_title: str
+    gpu: str
+    gpu_name: str
+    compute_capability: str
+    path: Path
+    meaning: str
+    kernel: str
+    compute: str
+    upcast_to: str | None
+    native: bool
+    file_bits_per_param: float
+    resident_bits_per_param: float
+    decode_bytes_ratio: float = Field(description="Weight bytes read per decode step / bf16's")
+    decode_speedup_bound: float = Field(
+        description="bf16 weight bytes / this path's (memory-bound)"
+    )
+    compute_speedup: float | None
+    model: str
+    weights_file_gb: float
+    weights_resident_gb: float
+    verdict: str
+    speed: str
+    memory: str
+    notes: list[str]
+    detected: str | None = Field(description="What nvidia-smi reported, with gpu='auto'")
+    per_gpu: list[GpuPath]
+    sources: list[SourceRef]
+
+
+def _gpu_row(
+    format_key: str, gpu_id: str, name: str, sm: int, reg: GPU | None, model_id: str
+) -> GpuPath:
+    rule = decide(format_key, sm)
+    model = get_model(model_id)
+    weights = memory.weight_bytes(model, resident_key(format_key, rule))
+    return GpuPath(
+        gpu=gpu_id,
+        name=name,
+        compute_capability=f"{sm // 10}.{sm % 10}",
+        path=rule.path,
+        kernel=rule.kernel,
+        compute=rule.compute,
+        resident_bits_per_param=round(resident_bits_per_param(format_key, rule), 4),
+        weights_gb=memory.gb(weights),
+        fits_weights_only=None if reg is None else weights <= reg.memory_bytes,
+        decode_tokens_per_s_bound=None if reg is None else reg.bandwidth_bytes_per_s / weights,
+        compute_speedup=compute_speedup(reg, rule),
+    )
+
+
+def _speed_text(rule: Rule, ratio: float, speedup: float | None) -> str:
+    decode = (
+        f"decode (memory-bound, small batch) reads {ratio:.2f}× the weight bytes of bf16, "
+        f"so at best {1 / ratio:.2f}× bf16's tokens/s"
+    )
+    if rule.path == "native":
+        prefill = (
+            f"prefill and large batches (compute-bound) can reach {speedup:g}× the 16-bit peak"
+            if speedup
+            else "prefill runs at this type's tensor-core rate"
+        )
+    elif rule.path == "emulated" and speedup and speedup > 1:
+        prefill = (
+            f"the matmul itself runs in {rule.compute} (peak {speedup:g}× the 16-bit rate), but "
+            "unpacking and re-quantizing activations eat into that at large batch"
+        )
+    elif rule.path == "emulated":
+        prefill = (
+            "prefill and large batches gain nothing over 16-bit: the matmul is 16-bit and the "
+            "widening costs extra instructions, so these kernels fall behind bf16 GEMMs at large "
+            "batch"
+        )
+    else:
+        wider = rule.upcast_to or rule.compute
+        prefill = f"prefill runs at the rate of {wider}, the type it was converted to"
+    return f"{decode}; {prefill}."
+
+
+@dataclass(frozen=True)
+class _Target:
+    gpu_id: str
+    name: str
+    sm: int
+    registry: GPU | None
+    detected: str | None
+    note: str | None
+
+
+def _target(params: Params, ctx: Context) -> _Target:
+    """The GPU to decide for: a registry entry, or the worker's own card with gpu='auto'."""
+    if params.gpu != "auto":
+        g = GPUS[params.gpu]
+        return _Target(g.id, g.name, sm_of(g.compute_capability), g, None, None)
+    detected, detail = read_worker_gpu(ctx)
+    ctx.log(detail)
+    if detected is None:
+        g = GPUS[AUTO_FALLBACK_GPU]
+        note = f"gpu=auto: {detail}; showing the registry's {g.name} instead."
+        return _Target(g.id, g.name, sm_of(g.compute_capability), g, detail, note)
+    if detected.registry_id:
+        g = GPUS[detected.registry_id]
+        note = f"gpu=auto: this worker's {detected.name} matches registry entry {g.id}."
+        # The path follows the card's own capability, the sizes the registry's datasheet.
+        return _Target(g.id, g.name, detected.sm, g, detail, note)
+    note = (
+        f"gpu=auto: {detected.name} (sm_{detected.sm}) is not in the registry; its path comes "
+        "from its compute capability, its bandwidth and peak rates are unknown."
+    )
+    return _Target(f"worker: {detected.name}", detected.name, detected.sm, None, detail, note)
+
+
+def run(params: Params, ctx: Context) -> Result:
+    spec = FORMATS[params.format]
+    ctx.progress(0.05, "choosing the GPU")
+    target = _target(params, ctx)
+    gpu_id, name, sm, reg = target.gpu_id, target.name, target.sm, target.registry
+    notes = [target.note] if target.note else []
+    detected_text = target.detected
+    rule = decide(spec.key, sm)
+    ctx.progress(0.3, "looking up the kernel path")
+    model = get_model(params.model)
+    file_bytes = memory.weight_bytes(model, spec.memory_key)
+    resident_bytes = memory.weight_bytes(model, resident_key(spec.key, rule))
+    file_bits = file_bits_per_param(spec.key)
+    resident_bits = resident_bits_per_param(spec.key, rule)
+    ratio = resident_bits / BASELINE_BITS
+    speedup = compute_speedup(reg, rule)
+
+    rows = [
+        _gpu_row(spec.key, g.id, g.name, sm_of(g.compute_capability), g, params.model)
+        for g in sorted(GPUS.values(), key=lambda g: (g.compute_capability, g.memory_gb))
+    ]
+    if reg is None:
+        rows.append(_gpu_row(spec.key, gpu_id, name, sm, None, params.model))
+    elif sm != sm_of(reg.compute_capability):
+        rows.append(_gpu_row(spec.key, f"worker: {name}", name, sm, reg, params.model))
+
+    cc = f"{sm // 10}.{sm % 10}"
+    native = rule.path == "native"
+    verdict = f"{spec.title} on {name} (sm_{sm}): {rule.path} — {rule.kernel}."
+    if rule.upcast_to and resident_bytes != file_bytes:
+        verdict += (
+            f" Resident as {rule.upcast_to}: {memory.gb(resident_bytes):.2f} GB instead of the "
+            f"file's {memory.gb(file_bytes):.2f} GB."
+        )
+    elif rule.upcast_to:
+        verdict += f" Resident as {rule.upcast_to}: the same bytes, a different range."
+    if rule.note:
+        notes.append(rule.note)
+    memory_text = (
+        f"the file stores {file_bits:.3f} bits per parameter of a projection matrix "
+        f"({memory.gb(file_bytes):.2f} GB for {model.name}); on this GPU it occupies "
+        f"{resident_bits:.3f} bits ({memory.gb(resident_bytes):.2f} GB)."
+    )
+    paths = {r.path for r in rows}
+    if len(paths) > 1:
+        by_path = {
+            p: [r.gpu for r in rows if r.path == p]
+            for p in ("native", "emulated", "upcast", "unsupported")
+        }
+        notes.append(
+            "The same file takes different paths on different GPUs: "
+            + "; ".join(f"{p} on {', '.join(ids)}" for p, ids in by_path.items() if ids)
+            + "."
+        )
+
+    ctx.table(
+        f"{spec.title}: kernel path on each GPU",
+        [
+            "GPU",
+            "sm",
+            "path",
+            "kernel",
+            "matmul in",
+            "bits/param resident",
+            f"{model.name} weights (GB)",
+            "fits (weights only)",
+            "batch-1 decode bound (tokens/s)",
+            "matmul peak vs 16-bit",
+        ],
+        [
+            [
+                r.gpu,
+                r.compute_capability,
+                r.path,
+                r.kernel,
+                r.compute,
+                r.resident_bits_per_param,
+                round(r.weights_gb, 2),
+                r.fits_weights_only,
+                None
+                if r.decode_tokens_per_s_bound is None
+                else round(r.decode_tokens_per_s_bound, 1),
+                None if r.compute_speedup is None else round(r.compute_speedup, 2),
+            ]
+            for r in rows
+        ],
+    )
+    ctx.table(
+        f"Capability thresholds for {spec.key}",
+        ["from compute capability", "path", "kernel", "sources"],
+        [
+            [
+                f"{x.min_sm // 10}.{x.min_sm % 10}",
+                x.path,
+                x.kernel,
+                "; ".join(s.url for s in x.sources),
+            ]
+            for x in RULES[spec.key]
+        ],
+    )
+    ctx.progress(0.6, "bytes per parameter")
+    ctx.metric("file_bits_per_param", file_bits, "bits", "stored bits per parameter")
+    ctx.metric("resident_bits_per_param", resident_bits, "bits", f"bits per parameter on {name}")
+    ctx.metric("decode_bytes_ratio", ratio, "× bf16", "decode weight bytes vs bf16")
+    if speedup is not None:
+        ctx.metric("compute_speedup", speedup, "× 16-bit", "matmul peak vs 16-bit")
+
+    from labs import plots
+
+    plotted = [r for r in rows if r.decode_tokens_per_s_bound is not None]
+    labels = [f"{r.gpu} ({r.path})" for r in plotted]
+    values = [r.decode_tokens_per_s_bound or 0.0 for r in plotted]
+    ctx.plot(
+        f"Batch-1 decode upper bound for {model.name} in {spec.key}, by GPU",
+        plots.bar_chart(
+            labels,
+            values,
+            title=f"{model.name}, {spec.key}",
+            value_label="tokens/s (peak bandwidth ÷ weight bytes)",
+        ),
+        {"labels": labels, "tokens_per_s": values},
+    )
+    speed = _speed_text(rule, ratio, speedup)
+    ctx.log(verdict)
+    ctx.log(f"Meaning: {PATH_MEANING[rule.path]}.")
+    ctx.log(f"Speed: {speed}")
+    ctx.log(f"Memory: {memory_text}")
+    for note in notes:
+        ctx.log(note)
+    sources = {s.url: s for x in RULES[spec.key] for s in x.sources}
+    ctx.progress(1.0, "done")
+    return Result(
+        format=spec.key,
+        format_title=spec.title,
+        gpu=gpu_id,
+        gpu_name=name,
+        compute_capability=cc,
+        path=rule.path,
+        meaning=PATH_MEANING[rule.path],
+        kernel=rule.kernel,
+        compute=rule.compute,
+        upcast_to=rule.upcast_to,
+        native=native,
+        file_bits_per_param=file_bits,
+        resident_bits_per_param=resident_bits,
+        decode_bytes_ratio=ratio,
+        decode_speedup_bound=1 / ratio,
+        compute_speedup=speedup,
+        model=model.id,
+        weights_file_gb=memory.gb(file_bytes),
+        weights_resident_gb=memory.gb(resident_bytes),
+        verdict=verdict,
+        speed=speed,
+        memory=memory_text,
+        notes=notes,
+        detected=detected_text,
+        per_gpu=rows,
+        sources=[SourceRef(title=s.title, url=s.url) for s in sources.values()],
+    )
+
+
+LAB = Lab(
+    id="format-support",
+    title="Format support: native, emulated or upcast on your GPU",
+    summary="For a checkpoint format and a GPU, whether the tensor cores run it natively, a kernel "
+    "widens it on the fly, or it must be converted when loaded — and what that does to memory "
+    "and decode speed, with every GPU side by side and each threshold cited.",
+    needs_gpu=NeedsGPU.no,
+    params=Params,
+    run=run,
+    time_limit_s=30.0,
+    memory_limit_mb=512,
+    numeric_outputs=(
+        ("resident_bits_per_param", "bits"),
+        ("decode_bytes_ratio", "× bf16"),
+        ("weights_resident_gb", "GB"),
+    ),
+)

@@ -1,0 +1,455 @@
+"""Lab ``reproducibility``: "same input, different result after an update" — a drill.
+
+A 2-layer MLP built from a fixed seed runs one fixed batch. The lab records
+what a bug report needs (torch, Python, device, dtype, matmul settings, input
+shape, seed), then compares the outputs that people expect to be equal:
+
+- two runs of the same code (bitwise, with ``torch.use_deterministic_algorithms``);
+- one test case computed alone and inside the batch (batch invariance);
+- on the CPU, 1 thread against all threads (reduction order);
+- fp32 weights against int8 (symmetric, per output channel) and fp8 E4M3
+  (per-tensor scale) weights: max |Δlogit| and top-1 agreement over the batch.
+
+Activations stay fp32 throughout (weight-only quantization), so every
+difference in the last comparison comes from the weights' rounding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+
+from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+
+if TYPE_CHECKING:
+    import torch
+
+LowPrecision = Literal["int8", "fp8", "both"]
+
+MAX_SEED = 2**31 - 1
+MAX_BATCH = 4096
+MAX_WIDTH = 4096
+MAX_CLASSES = 1000
+INT8_MAX = 127  # symmetric int8: codes -127..127 (-128 unused, so the grid is symmetric)
+FP8_E4M3_MAX = 448.0  # largest finite float8_e4m3fn value
+# Scales are clamped away from zero so an all-zero row divides cleanly.
+MIN_SCALE = 1e-12
+# cuBLAS needs a fixed workspace for deterministic results (CUDA >= 10.2);
+# see the cuBLAS "Results reproducibility" section.
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+FINGERPRINT_HEX_CHARS = 16
+TEST_CASE_LOGITS_SHOWN = 10
+
+
+class Params(LabParams):
+    seed: int = Field(
+        default=0, ge=0, le=MAX_SEED, description="Seed for the weights and the input batch."
+    )
+    batch: int = Field(
+        default=256,
+        ge=2,
+        le=MAX_BATCH,
+        description="Inputs in the batch (top-1 agreement is over all of them).",
+    )
+    in_features: int = Field(default=64, ge=2, le=MAX_WIDTH, description="Input width of the MLP.")
+    hidden: int = Field(default=256, ge=2, le=MAX_WIDTH, description="Hidden width of the MLP.")
+    classes: int = Field(
+        default=10, ge=2, le=MAX_CLASSES, description="Output logits (classes) per input."
+    )
+    low_precision: LowPrecision = Field(
+        default="both",
+        description="Weight format(s) compared with fp32: int8 (symmetric, per output channel), "
+        "fp8 (E4M3, one scale per tensor) or both.",
+    )
+    deterministic: bool = Field(
+        default=True,
+        description="Run with torch.use_deterministic_algorithms(True) (and a fixed cuBLAS "
+        "workspace on CUDA).",
+    )
+    test_case: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_BATCH - 1,
+        description="Index of the input whose logits are shown in full.",
+    )
+
+    @field_validator("test_case")
+    @classmethod
+    def _inside_batch(cls, v: int, info: ValidationInfo) -> int:
+        batch = info.data.get("batch")
+        if batch is not None and v >= batch:
+            raise ValueError(f"test_case {v} is outside the batch of {batch} (0..{batch - 1})")
+        return v
+
+
+class Environment(BaseModel):
+    torch: str
+    python: str
+    platform: str
+    device: str
+    device_name: str
+    cuda: str | None
+    cudnn: int | None
+    threads: int
+    dtype: str
+    float32_matmul_precision: str
+    deterministic_algorithms: bool
+    cublas_workspace_config: str | None
+
+
+class Comparison(BaseModel):
+    format: str
+    quantizer: str
+    bitwise_equal: bool
+    weight_rel_error: float = Field(description="||W_q − W|| / ||W||, both layers together")
+    max_abs_diff: float = Field(description="Largest |logit difference| over the batch")
+    mean_abs_diff: float
+    top1_agreement: float = Field(description="Fraction of inputs whose argmax is unchanged")
+    test_case_top1_fp32: int
+    test_case_top1: int
+
+
+class Result(LabResult):
+    environment: Environment
+    seed: int
+    input_shape: list[int]
+    test_case: int
+    fingerprint: str = Field(description="First hex digits of the SHA-256 of run 1's logits")
+    runs_bitwise_equal: bool
+    runs_max_abs_diff: float
+    batch_invariant: bool = Field(description="Test case alone is bitwise equal to it in the batch")
+    batch_max_abs_diff: float
+    threads_bitwise_equal: bool | None = Field(description="CPU only: 1 thread vs all threads")
+    comparisons: list[Comparison]
+    int8_top1_agreement: float | None
+    int8_max_abs_diff: float | None
+    fp8_top1_agreement: float | None
+    fp8_max_abs_diff: float | None
+    findings: list[str]
+
+
+Weights = dict[str, "torch.Tensor"]
+Quantizer = Callable[["torch.Tensor"], "torch.Tensor"]
+
+
+def build(params: Params, device: str) -> tuple[Weights, torch.Tensor]:
+    """Weights and input batch from the seed, generated on the CPU (the same numbers on
+    every device), then moved to ``device``."""
+    import torch
+
+    gen = torch.Generator().manual_seed(params.seed)
+    w: Weights = {
+        "w1": torch.randn(params.hidden, params.in_features, generator=gen)
+        / params.in_features**0.5,
+        "b1": torch.randn(params.hidden, generator=gen) * 0.1,
+        "w2": torch.randn(params.classes, params.hidden, generator=gen) / params.hidden**0.5,
+        "b2": torch.randn(params.classes, generator=gen) * 0.1,
+    }
+    x = torch.randn(params.batch, params.in_features, generator=gen)
+    return {k: v.to(device) for k, v in w.items()}, x.to(device)
+
+
+def forward(w: Weights, x: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.relu(x @ w["w1"].T + w["b1"]) @ w["w2"].T + w["b2"]
+
+
+def int8_per_channel(w: torch.Tensor) -> torch.Tensor:
+    """Symmetric int8 fake-quantization, one scale per output row: amax/127."""
+    import torch
+
+    scale = (w.abs().amax(dim=1, keepdim=True) / INT8_MAX).clamp(min=MIN_SCALE)
+    return torch.clamp(torch.round(w / scale), -INT8_MAX, INT8_MAX) * scale
+
+
+def fp8_per_tensor(w: torch.Tensor) -> torch.Tensor:
+    """E4M3 fake-quantization with one scale per tensor: amax/448, clamped before the cast
+    (a cast of an out-of-range value to float8_e4m3fn gives NaN, not 448)."""
+    import torch
+
+    scale = (w.abs().amax() / FP8_E4M3_MAX).clamp(min=MIN_SCALE)
+    scaled = torch.clamp(w / scale, -FP8_E4M3_MAX, FP8_E4M3_MAX)
+    return scaled.to(torch.float8_e4m3fn).to(torch.float32) * scale
+
+
+def int8_quantizer(ctx: Context) -> tuple[str, Quantizer]:
+    """labs.quant's int8 (per channel) if it imports, else the inline one — said in the log."""
+    try:
+        from labs.quant import quantize
+    except Exception as exc:  # any import failure: the drill still runs with the inline quantizer
+        ctx.log(
+            f"labs.quant is not importable ({type(exc).__name__}: {exc}); using the inline "
+            "int8 quantizer."
+        )
+        return "inline", int8_per_channel
+
+    def via_library(w: torch.Tensor) -> torch.Tensor:
+        return quantize(w, "int8", granularity="channel").dequantize()
+
+    return "labs.quant", via_library
+
+
+def fingerprint(t: torch.Tensor) -> str:
+    """SHA-256 of the tensor's bytes (a bitwise identity, not a tolerance)."""
+    return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+
+
+def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max())
+
+
+def environment(device: str, deterministic: bool) -> Environment:
+    import torch
+
+    cuda = device == "cuda"
+    return Environment(
+        torch=torch.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        device=device,
+        device_name=torch.cuda.get_device_name()
+        if cuda
+        else (platform.processor() or platform.machine()),
+        cuda=torch.version.cuda,
+        cudnn=torch.backends.cudnn.version()
+        if cuda and torch.backends.cudnn.is_available()
+        else None,
+        threads=torch.get_num_threads(),
+        dtype="float32",
+        float32_matmul_precision=torch.get_float32_matmul_precision(),
+        deterministic_algorithms=deterministic,
+        cublas_workspace_config=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    )
+
+
+def run(params: Params, ctx: Context) -> Result:
+    import torch
+
+    device = "cuda" if ctx.device == "cuda" and torch.cuda.is_available() else "cpu"
+    if params.deterministic and device == "cuda" and "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
+        # Read when cuBLAS creates its handle: this run's process has not used it yet.
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE_CONFIG
+        ctx.log(f"Set CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE_CONFIG} before the first matmul.")
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(params.deterministic, warn_only=True)
+    try:
+        return _run(params, ctx, device)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+
+
+def _run(params: Params, ctx: Context, device: str) -> Result:
+    import torch
+
+    env = environment(device, params.deterministic)
+    ctx.progress(0.05, "recording the environment")
+    ctx.table(
+        "Environment (put this in the bug report)",
+        ["item", "value"],
+        [[k, v] for k, v in env.model_dump().items()],
+    )
+    if device == "cpu":
+        ctx.log(
+            "Ran on the CPU: results hold for this CPU, torch build and thread count; a GPU "
+            "can differ."
+        )
+    shape = [params.batch, params.in_features]
+    ctx.log(
+        f"Model: Linear({params.in_features}→{params.hidden}) → ReLU → Linear({params.hidden}→"
+        f"{params.classes}), fp32, seed {params.seed}; input {shape}."
+    )
+    findings: list[str] = []
+
+    ctx.progress(0.15, "run 1 and run 2")
+    with torch.no_grad():
+        w, x = build(params, device)
+        ref = forward(w, x)
+        w2, x2 = build(params, device)
+        again = forward(w2, x2)
+    runs_equal = torch.equal(ref, again)
+    runs_top1 = float((again.argmax(dim=1) == ref.argmax(dim=1)).float().mean())
+    runs_diff = _max_abs(ref, again)
+    digest = fingerprint(ref)[:FINGERPRINT_HEX_CHARS]
+    findings.append(
+        f"Two runs from seed {params.seed}: "
+        + ("bitwise equal" if runs_equal else f"NOT bitwise equal (max |Δ| {runs_diff:.3g})")
+        + f"; fingerprint {digest}. Compare this fingerprint before and after an update."
+    )
+
+    ctx.progress(0.3, "batch invariance")
+    i = params.test_case
+    with torch.no_grad():
+        alone = forward(w, x[i : i + 1])
+    batch_equal = torch.equal(alone[0], ref[i])
+    batch_diff = _max_abs(alone[0], ref[i])
+    findings.append(
+        f"Test case {i} alone vs inside the batch of {params.batch}: "
+        + (
+            "bitwise equal"
+            if batch_equal
+            else f"differs by up to {batch_diff:.3g} — the matmul kernel picked for 1 row sums in "
+            "another order than the one for the batch"
+        )
+        + "."
+    )
+
+    threads_equal: bool | None = None
+    threads_diff: float | None = None
+    if device == "cpu" and torch.get_num_threads() > 1:
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with torch.no_grad():
+                single = forward(w, x)
+        finally:
+            torch.set_num_threads(n)
+        threads_equal = torch.equal(single, ref)
+        threads_diff = _max_abs(single, ref)
+        findings.append(
+            f"1 thread vs {n} threads: "
+            + ("bitwise equal" if threads_equal else f"differs by up to {threads_diff:.3g}")
+            + "."
+        )
+
+    ctx.progress(0.5, "fp32 vs low-precision weights")
+    formats = ["int8", "fp8"] if params.low_precision == "both" else [params.low_precision]
+    quantizers: dict[str, tuple[str, Quantizer]] = {
+        "fp8": ("inline E4M3, per-tensor scale", fp8_per_tensor)
+    }
+    if "int8" in formats:
+        quantizers["int8"] = int8_quantizer(ctx)
+    comparisons: list[Comparison] = []
+    diffs_for_plot: list[float] = []
+    ref_top1 = ref.argmax(dim=1)
+    for fmt in formats:
+        quantizer, fn = quantizers[fmt]
+        with torch.no_grad():
+            wq = dict(w, w1=fn(w["w1"]), w2=fn(w["w2"]))
+            out = forward(wq, x)
+        err = torch.sqrt(((wq["w1"] - w["w1"]) ** 2).sum() + ((wq["w2"] - w["w2"]) ** 2).sum())
+        norm = torch.sqrt((w["w1"] ** 2).sum() + (w["w2"] ** 2).sum())
+        top1 = out.argmax(dim=1)
+        per_row = (out - ref).abs().amax(dim=1)
+        comparisons.append(
+            Comparison(
+                format=fmt,
+                quantizer=quantizer,
+                bitwise_equal=torch.equal(out, ref),
+                weight_rel_error=float(err / norm),
+                max_abs_diff=float(per_row.max()),
+                mean_abs_diff=float((out - ref).abs().mean()),
+                top1_agreement=float((top1 == ref_top1).float().mean()),
+                test_case_top1_fp32=int(ref_top1[i]),
+                test_case_top1=int(top1[i]),
+            )
+        )
+        if not diffs_for_plot:
+            diffs_for_plot = per_row.cpu().tolist()
+        ctx.table(
+            f"Test case {i}: logits, fp32 vs {fmt}",
+            ["class", "fp32", fmt, "difference"],
+            [
+                [c, float(ref[i, c]), float(out[i, c]), float(out[i, c] - ref[i, c])]
+                for c in range(min(params.classes, TEST_CASE_LOGITS_SHOWN))
+            ],
+        )
+
+    ctx.progress(0.85, "reporting")
+    ctx.table(
+        "Comparisons",
+        ["comparison", "bitwise equal", "max |Δlogit|", "top-1 agreement"],
+        [
+            ["run 1 vs run 2", runs_equal, runs_diff, runs_top1],
+            [f"case {i} alone vs in batch", batch_equal, batch_diff, None],
+            *(
+                [["1 thread vs all threads", threads_equal, threads_diff, None]]
+                if threads_equal is not None
+                else []
+            ),
+            *[
+                [
+                    f"fp32 vs {c.format} ({c.quantizer})",
+                    c.bitwise_equal,
+                    c.max_abs_diff,
+                    c.top1_agreement,
+                ]
+                for c in comparisons
+            ],
+        ],
+    )
+    for c in comparisons:
+        flipped = round((1 - c.top1_agreement) * params.batch)
+        findings.append(
+            f"fp32 vs {c.format}: weights off by {c.weight_rel_error:.2%} (relative), logits "
+            "by up to "
+            f"{c.max_abs_diff:.3g}; {flipped} of {params.batch} top-1 predictions changed "
+            f"(test case {i}: class {c.test_case_top1_fp32} → {c.test_case_top1})."
+        )
+        ctx.metric(
+            f"{c.format}_top1_agreement",
+            c.top1_agreement,
+            "fraction",
+            f"top-1 agreement fp32 vs {c.format}",
+        )
+        ctx.metric(
+            f"{c.format}_max_abs_diff", c.max_abs_diff, "logits", f"max |Δlogit| fp32 vs {c.format}"
+        )
+    ctx.metric("runs_max_abs_diff", runs_diff, "logits", "run 1 vs run 2")
+
+    from labs import plots
+
+    first = comparisons[0].format
+    ctx.plot(
+        f"Per-input max |Δlogit|, fp32 vs {first}",
+        plots.histogram(
+            diffs_for_plot, title=f"fp32 vs {first} weights", value_label="max |Δlogit| per input"
+        ),
+        {"format": first, "max_abs_diff_per_input": diffs_for_plot},
+    )
+    for f in findings:
+        ctx.log(f)
+    ctx.progress(1.0, "done")
+    by_fmt = {c.format: c for c in comparisons}
+    return Result(
+        environment=env,
+        seed=params.seed,
+        input_shape=shape,
+        test_case=i,
+        fingerprint=digest,
+        runs_bitwise_equal=runs_equal,
+        runs_max_abs_diff=runs_diff,
+        batch_invariant=batch_equal,
+        batch_max_abs_diff=batch_diff,
+        threads_bitwise_equal=threads_equal,
+        comparisons=comparisons,
+        int8_top1_agreement=by_fmt["int8"].top1_agreement if "int8" in by_fmt else None,
+        int8_max_abs_diff=by_fmt["int8"].max_abs_diff if "int8" in by_fmt else None,
+        fp8_top1_agreement=by_fmt["fp8"].top1_agreement if "fp8" in by_fmt else None,
+        fp8_max_abs_diff=by_fmt["fp8"].max_abs_diff if "fp8" in by_fmt else None,
+        findings=findings,
+    )
+
+
+LAB = Lab(
+    id="reproducibility",
+    title="Reproducibility: same input, different result?",
+    summary="Run a seeded MLP twice, alone and in a batch, on one thread and many, and with int8 "
+    "and fp8 weights: see which comparisons are bitwise equal, which differ and by how much, and "
+    "what a bug report must record.",
+    needs_gpu=NeedsGPU.no,
+    params=Params,
+    run=run,
+    time_limit_s=60.0,
+    memory_limit_mb=1024,
+    numeric_outputs=(
+        ("int8_top1_agreement", "fraction"),
+        ("int8_max_abs_diff", "logits"),
+        ("fp8_top1_agreement", "fraction"),
+    ),
+)

@@ -1,0 +1,218 @@
+"""format-support: capability thresholds, golden decisions, the worker's own GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import get_args
+
+import pytest
+from pydantic import ValidationError
+
+from labs import format_support as fs
+from labs.base import EventContext, NeedsGPU
+from labs.gpus import GPUS
+
+
+def run_lab(params=None, tmp_path="/tmp"):
+    events: list[tuple[str, dict]] = []
+    ctx = EventContext(lambda kind, data: events.append((kind, data)), tmpdir=str(tmp_path))
+    result = fs.LAB.run(fs.Params.model_validate(params or {}), ctx)
+    json.dumps([data for _, data in events], allow_nan=False)
+    json.dumps(result.model_dump(mode="json"), allow_nan=False)
+    return result, events
+
+
+def test_importing_these_labs_imports_no_numeric_stack():
+    code = (
+        "import sys, labs.format_support, labs.shard_doctor, labs.reproducibility, "
+        "labs.vram_observe; bad = {'torch', 'numpy', 'matplotlib', 'safetensors'} & "
+        "set(sys.modules); assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_declaration_and_params_schema():
+    lab = fs.LAB
+    assert lab.id == "format-support" and lab.needs_gpu is NeedsGPU.no and lab.params is fs.Params
+    for name, field in fs.Params.model_fields.items():
+        assert field.description and not field.is_required(), name
+    assert all(p.get("description") for p in lab.params_schema()["properties"].values())
+    for key, unit in lab.numeric_outputs:
+        assert key in fs.Result.model_fields and unit
+
+
+def test_empty_params_stream_every_event_kind(tmp_path):
+    result, events = run_lab({}, tmp_path)
+    kinds = {kind for kind, _ in events}
+    assert {"progress", "table", "metric", "plot", "log"} <= kinds
+    assert events[-1] == ("progress", {"fraction": 1.0, "message": "done"})
+    assert (result.format, result.gpu) == ("nvfp4", "h100")
+    assert result.sources and all(s.url.startswith("https://") for s in result.sources)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "gpu", "path"),
+    [
+        ("nvfp4", "b200", "native"),
+        ("nvfp4", "h100", "emulated"),
+        ("nvfp4", "a100-80gb", "emulated"),
+        ("nvfp4", "v100", "unsupported"),
+        ("mxfp4", "b200", "native"),
+        ("mxfp4", "h200", "emulated"),
+        ("fp8", "a100-80gb", "emulated"),
+        ("fp8", "l4", "native"),
+        ("fp8", "h100", "native"),
+        ("fp8", "t4", "unsupported"),
+        ("bf16", "a100-40gb", "native"),
+        ("bf16", "v100", "upcast"),
+        ("bf16", "t4", "upcast"),
+        ("fp16", "v100", "native"),
+        ("w8a8-int8", "t4", "native"),
+        ("w8a8-int8", "v100", "unsupported"),
+        ("int8", "h100", "emulated"),
+        ("awq", "v100", "unsupported"),
+        ("awq", "t4", "emulated"),
+        ("gptq", "v100", "emulated"),
+        ("q4_0", "v100", "emulated"),
+        ("q4_0", "b200", "emulated"),
+    ],
+)
+def test_golden_decisions(fmt, gpu, path):
+    assert fs.decide(fmt, fs.sm_of(GPUS[gpu].compute_capability)).path == path
+
+
+@pytest.mark.parametrize(
+    ("fmt", "gpu", "path"),
+    [("nvfp4", "b200", "native"), ("nvfp4", "h100", "emulated"), ("fp8", "a100-80gb", "emulated")],
+)
+def test_the_lab_reports_the_decision(fmt, gpu, path, tmp_path):
+    result, _ = run_lab({"format": fmt, "gpu": gpu}, tmp_path)
+    assert result.path == path and result.native == (path == "native")
+    assert next(r for r in result.per_gpu if r.gpu == gpu).path == path
+    assert result.verdict.startswith(fs.FORMATS[fmt].title) and path in result.verdict
+
+
+def test_bf16_on_v100_is_upcast_to_fp16_or_fp32(tmp_path):
+    result, _ = run_lab({"format": "bf16", "gpu": "v100"}, tmp_path)
+    assert result.upcast_to in ("fp16", "fp32")
+    assert "65504" in " ".join(result.notes)  # the range risk of fp16 is named
+
+
+def test_native_agrees_with_the_gpu_registry_tensor_types():
+    for spec in fs.FORMATS.values():
+        if spec.native_type is None:
+            continue
+        for g in GPUS.values():
+            native = fs.decide(spec.key, fs.sm_of(g.compute_capability)).path == "native"
+            assert native == g.supports(spec.native_type), (spec.key, g.id)
+
+
+def test_every_format_answers_for_every_capability_and_cites_sources():
+    assert set(get_args(fs.FormatKey)) == set(fs.FORMATS) == set(fs.RULES)
+    for key, rules in fs.RULES.items():
+        assert rules[-1].min_sm == 0, key
+        assert [r.min_sm for r in rules] == sorted((r.min_sm for r in rules), reverse=True)
+        assert all(r.sources for r in rules), key
+        for sm in (0, 60, 70, 75, 80, 86, 89, 90, 100, 120):
+            assert fs.decide(key, sm).path in get_args(fs.Path)
+
+
+def test_the_same_file_takes_different_paths_on_two_gpus(tmp_path):
+    result, events = run_lab({"format": "nvfp4", "gpu": "h100"}, tmp_path)
+    paths = {r.gpu: r.path for r in result.per_gpu}
+    assert paths["b200"] == "native" and paths["h100"] == "emulated"
+    assert set(paths) == set(GPUS)
+    assert any("different paths" in n for n in result.notes)
+    table = next(d for k, d in events if k == "table" and "each GPU" in d["title"])
+    assert len(table["rows"]) == len(GPUS)
+
+
+def test_memory_is_storage_bits_and_upcast_loses_the_saving(tmp_path):
+    on_b200, _ = run_lab({"format": "nvfp4", "gpu": "b200"}, tmp_path)
+    # E2M1 codes + one E4M3 scale per 16 values (+ an fp32 scale per tensor).
+    assert on_b200.file_bits_per_param == pytest.approx(4.5, abs=1e-3)
+    assert on_b200.decode_bytes_ratio == pytest.approx(4.5 / 16, abs=1e-3)
+    assert on_b200.weights_resident_gb == on_b200.weights_file_gb
+    on_v100, _ = run_lab({"format": "nvfp4", "gpu": "v100"}, tmp_path)
+    assert on_v100.resident_bits_per_param == 16
+    assert on_v100.weights_resident_gb > 2.5 * on_v100.weights_file_gb  # embeddings stay bf16
+    awq, _ = run_lab({"format": "awq", "gpu": "a100-80gb"}, tmp_path)
+    assert awq.file_bits_per_param == pytest.approx(4 + 16 / 128, abs=1e-6)
+
+
+def test_compute_speedup_only_on_native_low_precision(tmp_path):
+    native, _ = run_lab({"format": "fp8", "gpu": "h100"}, tmp_path)
+    assert native.compute_speedup == pytest.approx(2.0)
+    emulated, _ = run_lab({"format": "fp8", "gpu": "a100-80gb"}, tmp_path)
+    assert emulated.compute_speedup == pytest.approx(1.0)
+    assert "gain nothing" in emulated.speed
+
+
+@pytest.mark.parametrize(
+    ("line", "name", "sm", "registry"),
+    [
+        ("NVIDIA H200, 9.0, 143771", "NVIDIA H200", 90, "h200"),
+        ("NVIDIA A100-SXM4-80GB, 8.0, 81920", "NVIDIA A100-SXM4-80GB", 80, "a100-80gb"),
+        ("NVIDIA A100-PCIE-40GB, 8.0, 40960", "NVIDIA A100-PCIE-40GB", 80, "a100-40gb"),
+        ("NVIDIA L40S, 8.9, 46068", "NVIDIA L40S", 89, "l40s"),
+        ("NVIDIA L4, 8.9, 23034", "NVIDIA L4", 89, "l4"),
+        ("Tesla T4, 7.5, 15360", "Tesla T4", 75, "t4"),
+        ("NVIDIA GeForce RTX 5090, 12.0, 32607", "NVIDIA GeForce RTX 5090", 120, None),
+    ],
+)
+def test_parse_nvidia_smi(line, name, sm, registry):
+    got = fs.parse_smi(line + "\n")
+    assert got is not None and (got.name, got.sm, got.registry_id) == (name, sm, registry)
+
+
+def test_parse_nvidia_smi_rejects_garbage():
+    assert fs.parse_smi("") is None
+    assert fs.parse_smi("No devices were found") is None
+
+
+def test_auto_without_a_driver_falls_back_and_says_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(fs.shutil, "which", lambda name: None)
+    result, _ = run_lab({"gpu": "auto"}, tmp_path)
+    assert result.gpu == fs.AUTO_FALLBACK_GPU
+    assert any("no NVIDIA driver" in n for n in result.notes)
+
+
+def test_auto_reads_an_unknown_gpu_by_its_compute_capability(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "NVIDIA GeForce RTX 5090, 12.0, 32607\n", "")
+
+    monkeypatch.setattr(fs.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(fs.subprocess, "run", fake_run)
+    result, _ = run_lab({"gpu": "auto", "format": "nvfp4"}, tmp_path)
+    assert calls == [
+        ["nvidia-smi", "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
+    ]
+    assert result.path == "native" and result.compute_capability == "12.0"
+    worker = [r for r in result.per_gpu if r.gpu.startswith("worker")]
+    assert len(worker) == 1 and worker[0].decode_tokens_per_s_bound is None
+
+
+def test_bad_params_are_rejected():
+    with pytest.raises(ValidationError, match="format"):
+        fs.Params.model_validate({"format": "int3"})
+    with pytest.raises(ValidationError, match="gpu"):
+        fs.Params.model_validate({"gpu": "h800"})
+    with pytest.raises(ValidationError):
+        fs.Params.model_validate({"fromat": "fp8"})
+
+
+@pytest.mark.gpu
+def test_auto_reads_this_workers_gpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    major, minor = torch.cuda.get_device_capability()
+    result, _ = run_lab({"gpu": "auto", "format": "fp8"}, tmp_path)
+    assert result.detected and "," in result.detected  # the raw nvidia-smi line
+    assert result.compute_capability == f"{major}.{minor}"
+    assert result.native == (major * 10 + minor >= fs.SM_ADA)

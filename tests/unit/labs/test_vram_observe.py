@@ -1,0 +1,171 @@
+"""vram-observe: CPU runs measure RSS and say so; the OOM search; a real CUDA run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from labs import vram_observe as vo
+from labs.base import EventContext, NeedsGPU
+
+TINY = {"hidden_size": 128, "seq_len": 16, "batch_sizes": [1, 4], "dtypes": ["bf16"]}
+
+
+def run_lab(tmp_path, params=None, device="cpu"):
+    events: list[tuple[str, dict]] = []
+    ctx = EventContext(
+        lambda kind, data: events.append((kind, data)), device=device, tmpdir=str(tmp_path)
+    )
+    result = vo.LAB.run(vo.Params.model_validate(params or {}), ctx)
+    json.dumps([data for _, data in events], allow_nan=False)
+    json.dumps(result.model_dump(mode="json"), allow_nan=False)
+    return result, events
+
+
+def test_declaration_and_params():
+    lab = vo.LAB
+    assert lab.id == "vram-observe" and lab.needs_gpu is NeedsGPU.preferred
+    for name, field in vo.Params.model_fields.items():
+        assert field.description and not field.is_required(), name
+    assert all(p.get("description") for p in lab.params_schema()["properties"].values())
+    for key, unit in lab.numeric_outputs:
+        assert key in vo.Result.model_fields and unit
+
+
+def test_bad_params_are_rejected_and_batches_normalised():
+    with pytest.raises(ValidationError, match="multiple of 64"):
+        vo.Params.model_validate({"hidden_size": 100})
+    with pytest.raises(ValidationError, match="between 1 and"):
+        vo.Params.model_validate({"batch_sizes": [0, 2]})
+    with pytest.raises(ValidationError, match="at most once"):
+        vo.Params.model_validate({"dtypes": ["bf16", "bf16"]})
+    with pytest.raises(ValidationError, match="dtypes"):
+        vo.Params.model_validate({"dtypes": ["int8"]})
+    with pytest.raises(ValidationError):
+        vo.Params.model_validate({"memory_cap_mb": 1})
+    assert vo.Params.model_validate({"batch_sizes": [8, 2, 8]}).batch_sizes == [2, 8]
+
+
+def test_weights_estimate_is_parameters_times_bytes():
+    p = vo.Params()
+    h, layers = p.hidden_size, p.layers
+    assert vo.weights_estimate(p, "fp32") == 12 * h * h * layers * 4
+    assert vo.weights_estimate(p, "bf16") == 12 * h * h * layers * 2
+    chain = vo.Params(workload="matmul-chain", hidden_size=256, layers=3)
+    assert vo.weights_estimate(chain, "fp16") == 256 * 256 * 3 * 2
+
+
+def test_cpu_run_measures_rss_and_says_it_is_not_vram(tmp_path):
+    result, events = run_lab(tmp_path)
+    assert result.device == "cpu"
+    assert "RSS" in result.measured and "not VRAM" in result.measured
+    assert any("not GPU memory" in n for n in result.notes)
+    p = vo.Params()
+    assert len(result.measurements) == len(p.batch_sizes) * len(p.dtypes)
+    assert all(m.ok and m.rss_peak_bytes and m.allocated_bytes is None for m in result.measurements)
+    fp32, bf16 = result.summaries
+    assert fp32.weights_estimate_bytes == 2 * bf16.weights_estimate_bytes
+    # RSS is coarse, but the weights' pages are all touched: within 8 MiB of the estimate.
+    for s in result.summaries:
+        assert abs(s.weights_measured_bytes - s.weights_estimate_bytes) < 8 * vo.MIB, s
+        assert s.largest_fit_batch is None and s.oom_search == "not searched on a CPU"
+    assert result.largest_batch is None and result.cuda_context_mib is None
+    assert result.activation_mib_per_sequence and result.activation_mib_per_sequence > 0
+    kinds = {kind for kind, _ in events}
+    assert {"progress", "table", "metric", "plot", "log"} <= kinds
+    assert events[-1] == ("progress", {"fraction": 1.0, "message": "done"})
+    titles = [d["title"] for k, d in events if k == "table"]
+    assert "Measurements on CPU (process RSS, not VRAM)" in titles
+
+
+def test_a_cuda_request_without_cuda_runs_on_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result, _ = run_lab(tmp_path, {**TINY, "workload": "matmul-chain"}, device="cuda")
+    assert result.device == "cpu" and "not VRAM" in result.measured
+    assert [m.batch for m in result.measurements] == [1, 4]
+
+
+def test_fit_line_recovers_slope_and_intercept():
+    assert vo.fit_line([(1, 110), (2, 120), (4, 140)]) == pytest.approx((100.0, 10.0))
+    assert vo.fit_line([(2, 5), (2, 7)]) is None
+
+
+class FakeProbe:
+    """Runs out of memory above ``limit`` sequences, like a capped allocator."""
+
+    dtype_name = "bf16"
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.tried: list[int] = []
+
+    def try_measure(self, batch: int, timed: bool = False):
+        self.tried.append(batch)
+        if batch > self.limit:
+            return None, "CUDA out of memory. Tried to allocate 2.00 MiB."
+        return vo.oom_row("bf16", batch).model_copy(update={"ok": True, "peak_bytes": batch}), None
+
+
+@pytest.mark.parametrize("limit", [1, 37, 1000, 5000])
+def test_oom_search_doubles_then_bisects(limit):
+    probe = FakeProbe(limit)
+    far = float("inf")
+    got = vo.search_oom(probe, 8 if limit >= 8 else None, None if limit >= 8 else 8, 4096, far)
+    if limit >= 4096:
+        assert got.first_oom is None and got.largest_fit == 4096 and "no OOM" in got.how
+        return
+    if limit < 8:  # even the first requested batch failed: the bisection goes below it
+        assert got.largest_fit == limit
+    assert got.largest_fit is not None and got.first_oom is not None
+    assert got.largest_fit <= limit < got.first_oom
+    assert got.first_oom - got.largest_fit <= max(1, got.largest_fit * vo.OOM_BISECT_RESOLUTION)
+    assert got.message and "out of memory" in got.message
+    assert max(probe.tried) <= 4096
+    assert [r.ok for r in got.rows] == [b <= limit for b in probe.tried]
+
+
+def test_oom_search_stops_at_its_deadline():
+    probe = FakeProbe(10**6)
+    got = vo.search_oom(probe, 1, None, 10**6, deadline=0.0)
+    assert probe.tried == [] and got.first_oom is None and "time budget" in got.how
+
+
+@pytest.mark.gpu
+def test_cuda_run_finds_the_oom_point_under_a_cap(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    torch.cuda.empty_cache()
+    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", lambda: None)
+    fraction = get_fraction()
+    held = torch.cuda.memory_allocated()
+    params = {
+        "hidden_size": 512,
+        "seq_len": 256,
+        "batch_sizes": [1, 8],
+        "dtypes": ["fp32", "bf16"],
+        "memory_cap_mb": 1024,
+        "max_batch": 4096,
+    }
+    result, events = run_lab(tmp_path, params, device="cuda")
+    assert result.device == "cuda" and "VRAM" in result.measured
+    assert result.memory_cap_bytes <= 1024 * vo.MIB
+    fp32, bf16 = result.summaries
+    for s in result.summaries:
+        assert s.weights_measured_bytes == s.weights_estimate_bytes  # exact on the allocator
+        assert s.largest_fit_batch and s.first_oom_batch and s.largest_fit_batch < s.first_oom_batch
+        assert s.oom_message and "out of memory" in s.oom_message.lower()
+    assert bf16.largest_fit_batch > fp32.largest_fit_batch  # half the bytes per activation
+    assert result.cuda_context_mib and result.cuda_context_mib > 0
+    assert result.largest_batch == fp32.largest_fit_batch
+    ok = [m for m in result.measurements if m.ok]
+    assert all(m.peak_allocated_bytes and m.reserved_bytes >= m.allocated_bytes for m in ok)
+    if shutil.which("nvidia-smi"):
+        assert any(m.utilization_pct is not None for m in ok)
+    # The lab restores the cap it tightened and leaves nothing allocated behind.
+    if fraction is not None:
+        assert get_fraction() == pytest.approx(fraction)
+    assert torch.cuda.memory_allocated() <= held + 64 * vo.MIB
