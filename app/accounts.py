@@ -46,14 +46,25 @@ def check_new_credentials(username: str, password: str) -> None:
         raise AccountError(f"Passwords need {MIN_PASSWORD} to {MAX_PASSWORD} characters.")
 
 
-def create_account(session: Session, username: str, password: str, *, learner_id: str | None = None, admin: bool = False) -> Learner:
+def create_account(
+    session: Session,
+    username: str,
+    password: str,
+    *,
+    learner_id: str | None = None,
+    admin: bool = False,
+) -> Learner:
     """Turn this browser's anonymous learner into an account (keeping its progress), or make a new one."""
     check_new_credentials(username, password)
     if session.scalar(select(Learner).where(func.lower(Learner.username) == username.lower())):
         raise AccountError("That username is taken.")
     learner = session.get(Learner, learner_id) if learner_id else None
     if learner is None or learner.username:
-        learner = Learner() if learner_id is None or (learner and learner.username) else Learner(id=learner_id)
+        learner = (
+            Learner()
+            if learner_id is None or (learner and learner.username)
+            else Learner(id=learner_id)
+        )
         session.add(learner)
     learner.username = username
     learner.password_hash = _hasher.hash(password)
@@ -68,14 +79,20 @@ def create_account(session: Session, username: str, password: str, *, learner_id
 
 def rate_limited(session: Session, key: str, limit: int) -> bool:
     since = utcnow() - timedelta(minutes=1)
-    n = session.scalar(select(func.count()).select_from(LoginAttempt).where(LoginAttempt.key == key, LoginAttempt.at >= since))
+    n = session.scalar(
+        select(func.count())
+        .select_from(LoginAttempt)
+        .where(LoginAttempt.key == key, LoginAttempt.at >= since)
+    )
     return (n or 0) >= limit
 
 
 def authenticate(session: Session, username: str, password: str, key: str, limit: int) -> Learner:
     if rate_limited(session, key, limit):
         raise AccountError("Too many sign-in attempts. Wait a minute and try again.")
-    learner = session.scalar(select(Learner).where(func.lower(Learner.username) == username.lower()))
+    learner = session.scalar(
+        select(Learner).where(func.lower(Learner.username) == username.lower())
+    )
     ok = False
     if learner is not None and learner.password_hash:
         try:
@@ -113,7 +130,9 @@ def claim(session: Session, anon_id: str, account_id: str) -> None:
     if anon is None or anon.username:
         return
     for model in (Run, QuizAttempt, NotebookEntry):
-        session.execute(update(model).where(model.learner_id == anon_id).values(learner_id=account_id))
+        session.execute(
+            update(model).where(model.learner_id == anon_id).values(learner_id=account_id)
+        )
     # Review cards and visits are unique per learner: keep the account's where both exist.
     have = set(session.scalars(select(ReviewCard.ref).where(ReviewCard.learner_id == account_id)))
     for card in session.scalars(select(ReviewCard).where(ReviewCard.learner_id == anon_id)).all():
@@ -121,8 +140,13 @@ def claim(session: Session, anon_id: str, account_id: str) -> None:
             session.delete(card)
         else:
             card.learner_id = account_id
-    session.execute(update(ReviewLog).where(ReviewLog.learner_id == anon_id).values(learner_id=account_id))
-    seen = {(v.kind, v.slug, v.detail) for v in session.scalars(select(PageVisit).where(PageVisit.learner_id == account_id))}
+    session.execute(
+        update(ReviewLog).where(ReviewLog.learner_id == anon_id).values(learner_id=account_id)
+    )
+    seen = {
+        (v.kind, v.slug, v.detail)
+        for v in session.scalars(select(PageVisit).where(PageVisit.learner_id == account_id))
+    }
     for v in session.scalars(select(PageVisit).where(PageVisit.learner_id == anon_id)).all():
         if (v.kind, v.slug, v.detail) in seen:
             session.delete(v)

@@ -46,7 +46,9 @@ def cmd_content_check(args: argparse.Namespace) -> int:
             print(p, file=sys.stderr)
         print(f"{len(e.problems)} problem(s) in {content_dir}", file=sys.stderr)
         return 1
-    print(f"content OK: {len(cat.terms)} terms, {len(cat.lessons)} lessons, {len(cat.collections)} collections")
+    print(
+        f"content OK: {len(cat.terms)} terms, {len(cat.lessons)} lessons, {len(cat.collections)} collections"
+    )
     return 0
 
 
@@ -67,10 +69,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     worker: subprocess.Popen[bytes] | None = None
     if args.embedded_worker:
-        worker = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=os.environ.copy())
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "worker"], env=os.environ.copy()
+        )
     try:
-        uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port,
-                    log_level="warning", timeout_graceful_shutdown=3)
+        uvicorn.run(
+            app,
+            host=args.host or settings.host,
+            port=args.port or settings.port,
+            log_level="warning",
+            timeout_graceful_shutdown=3,
+        )
     finally:
         if worker is not None and worker.poll() is None:
             worker.send_signal(signal.SIGTERM)
@@ -106,7 +115,9 @@ def cmd_user_create(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lowbit", description="lowbit: learn low-bit inference on real GPUs")
+    p = argparse.ArgumentParser(
+        prog="lowbit", description="lowbit: learn low-bit inference on real GPUs"
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("serve", help="run the web server")
@@ -115,8 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--embedded-worker", action="store_true", help="also start a lab worker process")
     s.set_defaults(fn=cmd_serve)
 
-    sub.add_parser("worker", help="run a lab worker (takes runs from the queue)").set_defaults(fn=cmd_worker)
-    sub.add_parser("migrate", help="create or upgrade the database schema").set_defaults(fn=cmd_migrate)
+    sub.add_parser("worker", help="run a lab worker (takes runs from the queue)").set_defaults(
+        fn=cmd_worker
+    )
+    sub.add_parser("migrate", help="create or upgrade the database schema").set_defaults(
+        fn=cmd_migrate
+    )
 
     c = sub.add_parser("content", help="content tools")
     csub = c.add_subparsers(dest="content_cmd", required=True)
@@ -129,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     lsub.add_parser("list", help="list labs").set_defaults(fn=cmd_lab_list)
     lr = lsub.add_parser("run", help="run a lab here, with a progress bar")
     lr.add_argument("lab")
-    lr.add_argument("--param", action="append", metavar="K=V", help="a parameter; V is JSON when valid JSON")
+    lr.add_argument(
+        "--param", action="append", metavar="K=V", help="a parameter; V is JSON when valid JSON"
+    )
     lr.set_defaults(fn=cmd_lab_run)
 
     u = sub.add_parser("user", help="accounts")

@@ -29,7 +29,9 @@ DEPTHS: tuple[str, ...] = (
     "Deep dive",
 )
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-INTERNAL_LINK_RE = re.compile(r'href="(/(?:terms|lessons|labs|collections)(?:/[^"#?]*)?)(?:[?#][^"]*)?"')
+INTERNAL_LINK_RE = re.compile(
+    r'href="(/(?:terms|lessons|labs|collections)(?:/[^"#?]*)?)(?:[?#][^"]*)?"'
+)
 
 
 class ContentError(Exception):
@@ -69,7 +71,9 @@ class Fact(_Strict):
     fn: str
     args: dict[str, Any] = {}
     value: float
-    scale: float = Field(1.0, description="multiplies fn's result before comparing (e.g. 1e-9 for bytes -> GB)")
+    scale: float = Field(
+        1.0, description="multiplies fn's result before comparing (e.g. 1e-9 for bytes -> GB)"
+    )
     rel: float = Field(1e-6, ge=0)
     abs: float = Field(0.0, ge=0)
 
@@ -96,8 +100,10 @@ class QuizItem(_Strict):
             if n < 2 or not isinstance(self.answer, int) or not 0 <= self.answer < n:
                 raise ValueError("single: needs >= 2 choices and answer = index of the right one")
         elif self.type == "multiple":
-            ok = isinstance(self.answer, list) and self.answer and all(
-                isinstance(a, int) and 0 <= a < n for a in self.answer
+            ok = (
+                isinstance(self.answer, list)
+                and self.answer
+                and all(isinstance(a, int) and 0 <= a < n for a in self.answer)
             )
             if n < 2 or not ok:
                 raise ValueError("multiple: needs >= 2 choices and answer = list of right indexes")
@@ -246,7 +252,11 @@ class Catalogue:
     def quiz_item(self, owner: str, item_id: str) -> QuizItem | None:
         kind, _, slug = owner.partition(":")
         obj: Term | Lesson | None = (
-            self.terms.get(slug) if kind == "term" else self.lessons.get(slug) if kind == "lesson" else None
+            self.terms.get(slug)
+            if kind == "term"
+            else self.lessons.get(slug)
+            if kind == "lesson"
+            else None
         )
         if obj is None:
             return None
@@ -258,7 +268,9 @@ class Catalogue:
         names = {t.title.lower(): t.slug for t in self.terms.values()}
         names.update({s: s for s in self.terms})
         names.update(self.aliases)
-        hits = difflib.get_close_matches(query.lower().replace("-", " "), list(names), n=n * 2, cutoff=0.4)
+        hits = difflib.get_close_matches(
+            query.lower().replace("-", " "), list(names), n=n * 2, cutoff=0.4
+        )
         hits += difflib.get_close_matches(query.lower(), list(names), n=n * 2, cutoff=0.4)
         seen: list[str] = []
         for h in hits:
@@ -284,9 +296,12 @@ def make_markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "typographer": True}).enable("table")
     md.use(dollarmath_plugin, allow_space=True, double_inline=True)
     md.use(anchors_plugin, min_level=3, max_level=3, permalink=False)
-    md.add_render_rule("math_inline", lambda self, tokens, idx, options, env: _math(tokens[idx].content, False))
     md.add_render_rule(
-        "math_block", lambda self, tokens, idx, options, env: _math(tokens[idx].content, True) + "\n"
+        "math_inline", lambda self, tokens, idx, options, env: _math(tokens[idx].content, False)
+    )
+    md.add_render_rule(
+        "math_block",
+        lambda self, tokens, idx, options, env: _math(tokens[idx].content, True) + "\n",
     )
     md.add_render_rule(
         "math_block_label",
@@ -348,7 +363,9 @@ def _line_for(loc: Iterable[Any], lines: dict[tuple[Any, ...], int], offset: int
     return 1 + offset
 
 
-def _parse_front(path: Path, rel: str, model: type[BaseModel], problems: list[Problem]) -> tuple[Any, str, int, dict[tuple[Any, ...], int]] | None:
+def _parse_front(
+    path: Path, rel: str, model: type[BaseModel], problems: list[Problem]
+) -> tuple[Any, str, int, dict[tuple[Any, ...], int]] | None:
     text = path.read_text(encoding="utf-8")
     try:
         front_src, body, body_line = _split_front(text)
@@ -390,10 +407,14 @@ def _split_depths(body: str, body_line: int, rel: str, problems: list[Problem]) 
     extra = [t for t in titles if t not in DEPTHS]
     for t in extra:
         line = body_line + body[: body.find(f"## {t}")].count("\n")
-        problems.append(Problem(rel, line, f"unknown section '## {t}' (allowed: {', '.join(DEPTHS)})"))
+        problems.append(
+            Problem(rel, line, f"unknown section '## {t}' (allowed: {', '.join(DEPTHS)})")
+        )
         ok = False
     if ok and titles != list(DEPTHS):
-        problems.append(Problem(rel, body_line, "depth sections must appear in order: " + ", ".join(DEPTHS)))
+        problems.append(
+            Problem(rel, body_line, "depth sections must appear in order: " + ", ".join(DEPTHS))
+        )
         ok = False
     if not ok:
         return None
@@ -401,7 +422,9 @@ def _split_depths(body: str, body_line: int, rel: str, problems: list[Problem]) 
     for d, t in zip(DEPTHS, texts, strict=True):
         if len(t) < 80:
             line = body_line + body[: body.find(f"## {d}")].count("\n")
-            problems.append(Problem(rel, line, f"depth '{d}' is too short to teach anything ({len(t)} chars)"))
+            problems.append(
+                Problem(rel, line, f"depth '{d}' is too short to teach anything ({len(t)} chars)")
+            )
     return texts
 
 
@@ -409,7 +432,9 @@ LAB_FENCE_RE = re.compile(r"^```lab[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 STEP_RE = re.compile(r"^## +(.+?)\s*$", re.M)
 
 
-def _lesson_segments(body: str, body_line: int, rel: str, problems: list[Problem]) -> list[tuple[str, Any]]:
+def _lesson_segments(
+    body: str, body_line: int, rel: str, problems: list[Problem]
+) -> list[tuple[str, Any]]:
     segments: list[tuple[str, Any]] = []
     pos = 0
     chunks: list[tuple[str, Any]] = []
@@ -466,7 +491,11 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
         r = rel(path)
         slug = path.stem
         if not SLUG_RE.match(slug):
-            problems.append(Problem(r, 1, f"file name '{slug}' is not a valid slug (lowercase, digits, hyphens)"))
+            problems.append(
+                Problem(
+                    r, 1, f"file name '{slug}' is not a valid slug (lowercase, digits, hyphens)"
+                )
+            )
             continue
         parsed = _parse_front(path, r, TermFront, problems)
         if parsed is None:
@@ -497,14 +526,22 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
             key = name.strip().lower()
             if key in aliases and aliases[key] != slug:
                 problems.append(
-                    Problem(r, term.line_of.get("aliases", 2), f"alias or title '{name}' is already used by {alias_where[key]}")
+                    Problem(
+                        r,
+                        term.line_of.get("aliases", 2),
+                        f"alias or title '{name}' is already used by {alias_where[key]}",
+                    )
                 )
             else:
                 aliases[key] = slug
                 alias_where[key] = r
     for slug, term in terms.items():
         if slug in aliases and aliases[slug] != slug:
-            problems.append(Problem(term.path, 1, f"slug '{slug}' collides with an alias of {alias_where[slug]}"))
+            problems.append(
+                Problem(
+                    term.path, 1, f"slug '{slug}' collides with an alias of {alias_where[slug]}"
+                )
+            )
 
     lessons: dict[str, Lesson] = {}
     orders: dict[int, str] = {}
@@ -519,11 +556,22 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
             continue
         front, body, body_line, lines = parsed
         if front.order in orders:
-            problems.append(Problem(r, lines.get(("order",), 1) + 1, f"order {front.order} is also used by {orders[front.order]}"))
+            problems.append(
+                Problem(
+                    r,
+                    lines.get(("order",), 1) + 1,
+                    f"order {front.order} is also used by {orders[front.order]}",
+                )
+            )
         orders[front.order] = r
         segments = _lesson_segments(body, body_line, r, problems)
         lessons[slug] = Lesson(
-            slug=slug, path=r, front=front, segments=segments, body_md=body, source=path.read_text(encoding="utf-8")
+            slug=slug,
+            path=r,
+            front=front,
+            segments=segments,
+            body_md=body,
+            source=path.read_text(encoding="utf-8"),
         )
         if slug in terms:
             pass  # lessons and terms live under different URLs; no clash
@@ -571,43 +619,99 @@ def cross_check(cat: Catalogue, lab_ids: set[str] | None) -> list[Problem]:
         f = term.front
         for i, rel_slug in enumerate(f.related):
             if rel_slug not in cat.terms:
-                problems.append(Problem(term.path, term.line_of.get(f"related.{i}", 2), f"related term '{rel_slug}' does not exist"))
+                problems.append(
+                    Problem(
+                        term.path,
+                        term.line_of.get(f"related.{i}", 2),
+                        f"related term '{rel_slug}' does not exist",
+                    )
+                )
             elif rel_slug == term.slug:
-                problems.append(Problem(term.path, term.line_of.get(f"related.{i}", 2), "a term cannot be related to itself"))
+                problems.append(
+                    Problem(
+                        term.path,
+                        term.line_of.get(f"related.{i}", 2),
+                        "a term cannot be related to itself",
+                    )
+                )
         for i, c in enumerate(f.collections):
             if cat.collections and c not in cat.collections:
-                problems.append(Problem(term.path, term.line_of.get(f"collections.{i}", 2), f"collection '{c}' is not in collections.yaml"))
+                problems.append(
+                    Problem(
+                        term.path,
+                        term.line_of.get(f"collections.{i}", 2),
+                        f"collection '{c}' is not in collections.yaml",
+                    )
+                )
         labs = list(f.labs) + ([f.exercise.lab] if f.exercise.lab else [])
         if lab_ids is not None:
             for lab in labs:
                 if lab not in lab_ids:
-                    problems.append(Problem(term.path, term.line_of.get("exercise.lab", term.line_of.get("labs", 2)), f"lab '{lab}' does not exist"))
+                    problems.append(
+                        Problem(
+                            term.path,
+                            term.line_of.get("exercise.lab", term.line_of.get("labs", 2)),
+                            f"lab '{lab}' does not exist",
+                        )
+                    )
         ids = [q.id for q in f.quiz]
         for dup in {i for i in ids if ids.count(i) > 1}:
-            problems.append(Problem(term.path, term.line_of.get("quiz", 2), f"quiz id '{dup}' is used twice"))
+            problems.append(
+                Problem(term.path, term.line_of.get("quiz", 2), f"quiz id '{dup}' is used twice")
+            )
         for depth_html in [*term.depths_html, term.definition_html, *term.exercise_html.values()]:
             for link in _internal_links(depth_html):
                 if not _link_ok(cat, link, lab_ids):
-                    problems.append(Problem(term.path, line_of_text(term.source, link), f"broken internal link {link}"))
+                    problems.append(
+                        Problem(
+                            term.path,
+                            line_of_text(term.source, link),
+                            f"broken internal link {link}",
+                        )
+                    )
     for lesson in cat.lessons.values():
-        f = lesson.front
-        for p in f.prerequisites:
+        lf = lesson.front
+        for p in lf.prerequisites:
             if p not in cat.terms:
-                problems.append(Problem(lesson.path, line_of_text(lesson.source, p), f"prerequisite term '{p}' does not exist"))
+                problems.append(
+                    Problem(
+                        lesson.path,
+                        line_of_text(lesson.source, p),
+                        f"prerequisite term '{p}' does not exist",
+                    )
+                )
         embeds = [s[1].lab for s in lesson.segments if s[0] == "lab"]
         if lab_ids is not None:
-            for lab in [*f.labs, *embeds]:
+            for lab in [*lf.labs, *embeds]:
                 if lab not in lab_ids:
-                    problems.append(Problem(lesson.path, line_of_text(lesson.source, lab), f"lab '{lab}' does not exist"))
-        for link in f.where_next:
+                    problems.append(
+                        Problem(
+                            lesson.path,
+                            line_of_text(lesson.source, lab),
+                            f"lab '{lab}' does not exist",
+                        )
+                    )
+        for link in lf.where_next:
             if not _link_ok(cat, link, lab_ids):
-                problems.append(Problem(lesson.path, line_of_text(lesson.source, link), f"where_next link {link} does not resolve"))
+                problems.append(
+                    Problem(
+                        lesson.path,
+                        line_of_text(lesson.source, link),
+                        f"where_next link {link} does not resolve",
+                    )
+                )
         for kind, seg in lesson.segments:
             if kind == "html":
                 for link in _internal_links(seg):
                     if not _link_ok(cat, link, lab_ids):
-                        problems.append(Problem(lesson.path, line_of_text(lesson.source, link), f"broken internal link {link}"))
-        ids = [q.id for q in f.quiz]
+                        problems.append(
+                            Problem(
+                                lesson.path,
+                                line_of_text(lesson.source, link),
+                                f"broken internal link {link}",
+                            )
+                        )
+        ids = [q.id for q in lf.quiz]
         for dup in {i for i in ids if ids.count(i) > 1}:
             problems.append(Problem(lesson.path, 2, f"quiz id '{dup}' is used twice"))
     return problems

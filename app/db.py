@@ -198,8 +198,12 @@ class ReviewLog(Base):
     __tablename__ = "review_logs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    card_id: Mapped[int] = mapped_column(ForeignKey("review_cards.id", ondelete="CASCADE"), index=True)
-    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), index=True)
+    card_id: Mapped[int] = mapped_column(
+        ForeignKey("review_cards.id", ondelete="CASCADE"), index=True
+    )
+    learner_id: Mapped[str] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
     rating: Mapped[int] = mapped_column(Integer)
     reviewed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -231,10 +235,14 @@ class PageVisit(Base):
     """Terms read (per depth) and lessons opened or completed, for /progress."""
 
     __tablename__ = "page_visits"
-    __table_args__ = (UniqueConstraint("learner_id", "kind", "slug", "detail", name="uq_page_visits"),)
+    __table_args__ = (
+        UniqueConstraint("learner_id", "kind", "slug", "detail", name="uq_page_visits"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), index=True)
+    learner_id: Mapped[str] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
     kind: Mapped[str] = mapped_column(String(16))  # term | lesson | lesson-done
     slug: Mapped[str] = mapped_column(String(120))
     detail: Mapped[str] = mapped_column(String(16), default="")  # depth for terms

@@ -106,7 +106,13 @@ class LowbitMiddleware:
         if not csrf or len(csrf) < 20:
             csrf = secrets.token_urlsafe(32)
             new_cookies.append(
-                _cookie_header(CSRF_COOKIE, csrf, http_only=False, secure=self.settings.secure_cookies, max_age=31536000)
+                _cookie_header(
+                    CSRF_COOKIE,
+                    csrf,
+                    http_only=False,
+                    secure=self.settings.secure_cookies,
+                    max_age=31536000,
+                )
             )
         state["csrf_token"] = csrf
 
@@ -152,7 +158,12 @@ class LowbitMiddleware:
         )
 
     async def _check_csrf(
-        self, scope: Scope, receive: Receive, headers: dict[bytes, bytes], csrf: str, had_cookie: bool
+        self,
+        scope: Scope,
+        receive: Receive,
+        headers: dict[bytes, bytes],
+        csrf: str,
+        had_cookie: bool,
     ) -> tuple[bool, Receive]:
         sent = headers.get(CSRF_HEADER, b"").decode("latin-1")
         if sent:
@@ -181,7 +192,9 @@ class LowbitMiddleware:
 
         return bool(token) and secrets.compare_digest(token, csrf), replay
 
-    async def _reject(self, scope: Scope, send: Send, request_id: str, cookies: list[bytes]) -> None:
+    async def _reject(
+        self, scope: Scope, send: Send, request_id: str, cookies: list[bytes]
+    ) -> None:
         accept = dict(scope.get("headers", [])).get(b"accept", b"")
         msg = "This form has expired or was sent from another site (CSRF check failed). Reload the page and try again."
         if b"text/html" in accept:
@@ -193,15 +206,23 @@ class LowbitMiddleware:
         else:
             body = json.dumps({"detail": msg}).encode()
             ctype = b"application/json"
-        hdrs = [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *SECURITY_HEADERS]
+        hdrs = [
+            (b"content-type", ctype),
+            (b"content-length", str(len(body)).encode()),
+            *SECURITY_HEADERS,
+        ]
         hdrs += [(b"set-cookie", c) for c in cookies]
         await send({"type": "http.response.start", "status": 403, "headers": hdrs})
         await send({"type": "http.response.body", "body": body})
 
-    def _log(self, scope: Scope, status: int, started: float, request_id: str, learner_id: Any) -> None:
+    def _log(
+        self, scope: Scope, status: int, started: float, request_id: str, learner_id: Any
+    ) -> None:
         route = scope.get("route")
         seconds = time.perf_counter() - started
-        observe_request(scope.get("method", ""), getattr(route, "path", "unmatched"), status, seconds)
+        observe_request(
+            scope.get("method", ""), getattr(route, "path", "unmatched"), status, seconds
+        )
         log.info(
             "request",
             extra={

@@ -9,16 +9,24 @@ from alembic.config import Config
 
 from app.settings import ROOT
 
-
 # Made by the migrations with raw SQL (full-text search); invisible to the models,
 # so autogenerate must not propose dropping them.
 RAW_OBJECTS = frozenset(
-    {"search_fts", "search_fts_data", "search_fts_idx", "search_fts_content", "search_fts_docsize",
-     "search_fts_config", "ix_search_docs_tsv"}
+    {
+        "search_fts",
+        "search_fts_data",
+        "search_fts_idx",
+        "search_fts_content",
+        "search_fts_docsize",
+        "search_fts_config",
+        "ix_search_docs_tsv",
+    }
 )
 
 
-def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
     return name not in RAW_OBJECTS
 
 

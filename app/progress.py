@@ -42,7 +42,10 @@ class Progress:
 def record_visit(session: Session, learner_id: str, kind: str, slug: str, detail: str = "") -> None:
     exists = session.scalar(
         select(PageVisit.id).where(
-            PageVisit.learner_id == learner_id, PageVisit.kind == kind, PageVisit.slug == slug, PageVisit.detail == detail
+            PageVisit.learner_id == learner_id,
+            PageVisit.kind == kind,
+            PageVisit.slug == slug,
+            PageVisit.detail == detail,
         )
     )
     if exists is None:
@@ -55,7 +58,11 @@ def streak(session: Session, learner_id: str) -> int:
     since = utcnow() - timedelta(days=400)
     days = {
         d.date()
-        for d in session.scalars(select(ReviewLog.reviewed_at).where(ReviewLog.learner_id == learner_id, ReviewLog.reviewed_at >= since))
+        for d in session.scalars(
+            select(ReviewLog.reviewed_at).where(
+                ReviewLog.learner_id == learner_id, ReviewLog.reviewed_at >= since
+            )
+        )
     }
     today = utcnow().date()
     day = today if today in days else today - timedelta(days=1)
@@ -75,24 +82,50 @@ def compute(session: Session, cat: Catalogue, learner_id: str) -> Progress:
             depth_counts[int(v.detail)] += 1
     done = [v.slug for v in visits if v.kind == "lesson-done" and v.slug in cat.lessons]
     runs = dict(
-        session.execute(select(Run.status, func.count()).where(Run.learner_id == learner_id).group_by(Run.status)).all()  # type: ignore[arg-type]
+        session.execute(
+            select(Run.status, func.count())
+            .where(Run.learner_id == learner_id)
+            .group_by(Run.status)
+        ).all()  # type: ignore[arg-type]
     )
     latest: dict[tuple[str, str], bool | None] = {}
-    for a in session.scalars(select(QuizAttempt).where(QuizAttempt.learner_id == learner_id).order_by(QuizAttempt.id)):
+    for a in session.scalars(
+        select(QuizAttempt).where(QuizAttempt.learner_id == learner_id).order_by(QuizAttempt.id)
+    ):
         latest[(a.owner, a.item_id)] = a.correct if a.correct is not None else (a.rating or 0) >= 3
     mastery = []
     for cid, coll in cat.collections.items():
-        items = [(f"term:{t.slug}", q.id) for t in cat.terms.values() if cid in t.front.collections for q in t.front.quiz]
+        items = [
+            (f"term:{t.slug}", q.id)
+            for t in cat.terms.values()
+            if cid in t.front.collections
+            for q in t.front.quiz
+        ]
         answered = [latest[k] for k in items if k in latest]
-        mastery.append(Mastery(cid, coll.title, len(answered), sum(1 for a in answered if a), len(items)))
+        mastery.append(
+            Mastery(cid, coll.title, len(answered), sum(1 for a in answered if a), len(items))
+        )
     p = Progress(
-        terms_read=len(read), term_total=len(cat.terms), depth_counts=dict(depth_counts), lessons_done=done,
-        lesson_total=len(cat.lessons), runs_by_status=runs, mastery=mastery, streak_days=streak(session, learner_id),
+        terms_read=len(read),
+        term_total=len(cat.terms),
+        depth_counts=dict(depth_counts),
+        lessons_done=done,
+        lesson_total=len(cat.lessons),
+        runs_by_status=runs,
+        mastery=mastery,
+        streak_days=streak(session, learner_id),
     )
     nxt = next((lesson for lesson in cat.sorted_lessons() if lesson.slug not in done), None)
     if nxt:
         p.next_steps.append((f"/lessons/{nxt.slug}", f"Lesson {nxt.front.order}: {nxt.title}"))
-    unread = next((t for t in cat.sorted_terms() if t.slug not in read and "numerics-and-formats" in t.front.collections), None)
+    unread = next(
+        (
+            t
+            for t in cat.sorted_terms()
+            if t.slug not in read and "numerics-and-formats" in t.front.collections
+        ),
+        None,
+    )
     if unread:
         p.next_steps.append((f"/terms/{unread.slug}", f"Read the card: {unread.title}"))
     p.next_steps.append(("/review", "Do today's review"))

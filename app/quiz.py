@@ -15,13 +15,28 @@ MAX_ANSWER_CHARS = 2000
 
 # Units a learner may type, as (dimension, factor to the dimension's base unit).
 UNITS: dict[str, tuple[str, float]] = {
-    "b": ("bytes", 1), "byte": ("bytes", 1), "bytes": ("bytes", 1),
-    "kb": ("bytes", 1e3), "mb": ("bytes", 1e6), "gb": ("bytes", 1e9), "tb": ("bytes", 1e12),
-    "kib": ("bytes", 2**10), "mib": ("bytes", 2**20), "gib": ("bytes", 2**30), "tib": ("bytes", 2**40),
-    "bit": ("bits", 1), "bits": ("bits", 1),
-    "gb/s": ("bytes/s", 1e9), "tb/s": ("bytes/s", 1e12), "bytes/s": ("bytes/s", 1),
-    "s": ("seconds", 1), "ms": ("seconds", 1e-3), "us": ("seconds", 1e-6), "µs": ("seconds", 1e-6),
-    "%": ("percent", 1), "db": ("dB", 1),
+    "b": ("bytes", 1),
+    "byte": ("bytes", 1),
+    "bytes": ("bytes", 1),
+    "kb": ("bytes", 1e3),
+    "mb": ("bytes", 1e6),
+    "gb": ("bytes", 1e9),
+    "tb": ("bytes", 1e12),
+    "kib": ("bytes", 2**10),
+    "mib": ("bytes", 2**20),
+    "gib": ("bytes", 2**30),
+    "tib": ("bytes", 2**40),
+    "bit": ("bits", 1),
+    "bits": ("bits", 1),
+    "gb/s": ("bytes/s", 1e9),
+    "tb/s": ("bytes/s", 1e12),
+    "bytes/s": ("bytes/s", 1),
+    "s": ("seconds", 1),
+    "ms": ("seconds", 1e-3),
+    "us": ("seconds", 1e-6),
+    "µs": ("seconds", 1e-6),
+    "%": ("percent", 1),
+    "db": ("dB", 1),
 }
 _NUM_RE = re.compile(r"^\s*([-+]?(?:\d[\d,_ ]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
 _MULTIPLIERS = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "b": 1e9, "billion": 1e9}
@@ -74,11 +89,15 @@ def _convert(value: float, unit: str | None, want: str) -> tuple[float, list[str
         return value * _MULTIPLIERS[unit], notes
     have, want_u = UNITS.get(unit), UNITS.get(want_l)
     if have is None:
-        raise AnswerError(f"The unit '{unit}' is not one I know; answer in {want or 'a plain number'}.")
+        raise AnswerError(
+            f"The unit '{unit}' is not one I know; answer in {want or 'a plain number'}."
+        )
     if want_u is None or have[0] != want_u[0]:
         raise AnswerError(f"The answer is asked in {want or 'a plain number'}, not '{unit}'.")
     converted = value * have[1] / want_u[1]
-    if {unit, want_l} & {"gb", "gib", "mb", "mib", "tb", "tib", "kb", "kib"} and unit[-2:] != want_l[-2:]:
+    if {unit, want_l} & {"gb", "gib", "mb", "mib", "tb", "tib", "kb", "kib"} and unit[
+        -2:
+    ] != want_l[-2:]:
         notes.append(
             f"You answered in {unit.upper().replace('I', 'i')} but the question asks {want}: "
             f"1 GB = 10⁹ bytes while 1 GiB = 2³⁰ bytes ≈ 1.074 GB. Your {_fmt(value)} {unit} = {_fmt(converted)} {want}."
@@ -103,7 +122,11 @@ def expected_text(item: QuizItem) -> str:
     if item.type == "numeric":
         tol = ""
         if item.tolerance:
-            tol = f" (±{item.tolerance:g} {item.unit})" if item.tolerance_mode == "abs" else f" (±{item.tolerance * 100:g}%)"
+            tol = (
+                f" (±{item.tolerance:g} {item.unit})"
+                if item.tolerance_mode == "abs"
+                else f" (±{item.tolerance * 100:g}%)"
+            )
         return f"{_fmt(float(item.answer))} {item.unit or ''}".strip() + tol
     return item.model_answer or ""
 
@@ -136,8 +159,13 @@ def grade(item: QuizItem, form: dict[str, list[str]]) -> Grade:
             raise AnswerError("Choose at least one option.")
         picked = sorted(set(_ints(answers, len(item.choices))))
         ok = picked == sorted(item.answer)
-        return Grade(ok, "Correct." if ok else "Not quite — check every option.", exp, item.explanation,
-                     "; ".join(item.choices[i] for i in picked))
+        return Grade(
+            ok,
+            "Correct." if ok else "Not quite — check every option.",
+            exp,
+            item.explanation,
+            "; ".join(item.choices[i] for i in picked),
+        )
     if item.type == "ordering":
         n = len(item.choices)
         try:
@@ -148,20 +176,42 @@ def grade(item: QuizItem, form: dict[str, list[str]]) -> Grade:
             raise AnswerError(f"Use each position from 1 to {n} exactly once.")
         order = sorted(range(n), key=lambda i: pos[i])
         ok = order == list(item.answer)
-        return Grade(ok, "Correct order." if ok else "Not quite.", exp, item.explanation,
-                     " → ".join(item.choices[i] for i in order))
+        return Grade(
+            ok,
+            "Correct order." if ok else "Not quite.",
+            exp,
+            item.explanation,
+            " → ".join(item.choices[i] for i in order),
+        )
     if item.type == "numeric":
         if len(answers) != 1 or not answers[0].strip():
             raise AnswerError("Type a number.")
         value, unit = parse_number(answers[0])
         value, notes = _convert(value, unit, item.unit or "")
         ok = within(value, float(item.answer), item)
-        return Grade(ok, "Correct." if ok else "Not within tolerance.", exp, item.explanation, answers[0].strip(), notes)
+        return Grade(
+            ok,
+            "Correct." if ok else "Not within tolerance.",
+            exp,
+            item.explanation,
+            answers[0].strip(),
+            notes,
+        )
     text = answers[0].strip() if answers else ""
     if not text:
         raise AnswerError("Write one sentence first.")
-    return Grade(None, "Compare with the model answer and grade yourself honestly.", exp, item.explanation, text)
+    return Grade(
+        None,
+        "Compare with the model answer and grade yourself honestly.",
+        exp,
+        item.explanation,
+        text,
+    )
 
 
 def answer_record(form: dict[str, list[str]]) -> dict[str, Any]:
-    return {k: [v[:MAX_ANSWER_CHARS] for v in vals][:20] for k, vals in form.items() if k != "csrf_token"}
+    return {
+        k: [v[:MAX_ANSWER_CHARS] for v in vals][:20]
+        for k, vals in form.items()
+        if k != "csrf_token"
+    }

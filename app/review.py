@@ -21,33 +21,43 @@ def scheduler() -> Scheduler:
     return Scheduler(enable_fuzzing=False)
 
 
-def get_or_create(session: Session, learner_id: str, kind: str, ref: str, now: datetime | None = None) -> ReviewCard:
+def get_or_create(
+    session: Session, learner_id: str, kind: str, ref: str, now: datetime | None = None
+) -> ReviewCard:
     card = session.scalar(
-        select(ReviewCard).where(ReviewCard.learner_id == learner_id, ReviewCard.kind == kind, ReviewCard.ref == ref)
+        select(ReviewCard).where(
+            ReviewCard.learner_id == learner_id, ReviewCard.kind == kind, ReviewCard.ref == ref
+        )
     )
     if card is None:
         now = now or utcnow()
         fsrs_card = Card(due=now)
-        card = ReviewCard(learner_id=learner_id, kind=kind, ref=ref, fsrs=fsrs_card.to_dict(), due=now)
+        card = ReviewCard(
+            learner_id=learner_id, kind=kind, ref=ref, fsrs=fsrs_card.to_dict(), due=now
+        )
         session.add(card)
         session.flush()
     return card
 
 
-def rate(session: Session, card: ReviewCard, rating: int, now: datetime | None = None) -> ReviewCard:
+def rate(
+    session: Session, card: ReviewCard, rating: int, now: datetime | None = None
+) -> ReviewCard:
     """Apply one rating (1 Again, 2 Hard, 3 Good, 4 Easy) and move the due date."""
     if rating not in RATINGS:
         raise ValueError("rating must be 1 (Again), 2 (Hard), 3 (Good) or 4 (Easy)")
     now = now or utcnow()
     fsrs_card = Card.from_dict(card.fsrs)  # type: ignore[arg-type]
     fsrs_card, _ = scheduler().review_card(fsrs_card, RATINGS[rating], review_datetime=now)
-    card.fsrs = fsrs_card.to_dict()
+    card.fsrs = dict(fsrs_card.to_dict())
     card.due = fsrs_card.due
     card.reps += 1
     if rating == 1:
         card.lapses += 1
     card.last_review = now
-    session.add(ReviewLog(card_id=card.id, learner_id=card.learner_id, rating=rating, reviewed_at=now))
+    session.add(
+        ReviewLog(card_id=card.id, learner_id=card.learner_id, rating=rating, reviewed_at=now)
+    )
     return card
 
 
@@ -66,20 +76,35 @@ class Outlook:
 def outlook(session: Session, learner_id: str, limit: int, now: datetime | None = None) -> Outlook:
     now = now or utcnow()
     start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    due_now = session.scalar(
-        select(func.count()).select_from(ReviewCard).where(ReviewCard.learner_id == learner_id, ReviewCard.due <= now)
-    ) or 0
-    reviewed = session.scalar(
-        select(func.count()).select_from(ReviewLog).where(ReviewLog.learner_id == learner_id, ReviewLog.reviewed_at >= start)
-    ) or 0
+    due_now = (
+        session.scalar(
+            select(func.count())
+            .select_from(ReviewCard)
+            .where(ReviewCard.learner_id == learner_id, ReviewCard.due <= now)
+        )
+        or 0
+    )
+    reviewed = (
+        session.scalar(
+            select(func.count())
+            .select_from(ReviewLog)
+            .where(ReviewLog.learner_id == learner_id, ReviewLog.reviewed_at >= start)
+        )
+        or 0
+    )
     days = []
     for d in range(1, 8):
         lo, hi = start + timedelta(days=d), start + timedelta(days=d + 1)
-        n = session.scalar(
-            select(func.count()).select_from(ReviewCard).where(
-                ReviewCard.learner_id == learner_id, ReviewCard.due >= lo, ReviewCard.due < hi
+        n = (
+            session.scalar(
+                select(func.count())
+                .select_from(ReviewCard)
+                .where(
+                    ReviewCard.learner_id == learner_id, ReviewCard.due >= lo, ReviewCard.due < hi
+                )
             )
-        ) or 0
+            or 0
+        )
         days.append((lo.date().isoformat(), n))
     return Outlook(due_now=due_now, reviewed_today=reviewed, limit=limit, by_day=days)
 
@@ -87,5 +112,8 @@ def outlook(session: Session, learner_id: str, limit: int, now: datetime | None 
 def next_due(session: Session, learner_id: str, now: datetime | None = None) -> ReviewCard | None:
     now = now or utcnow()
     return session.scalar(
-        select(ReviewCard).where(ReviewCard.learner_id == learner_id, ReviewCard.due <= now).order_by(ReviewCard.due).limit(1)
+        select(ReviewCard)
+        .where(ReviewCard.learner_id == learner_id, ReviewCard.due <= now)
+        .order_by(ReviewCard.due)
+        .limit(1)
     )

@@ -36,13 +36,25 @@ def _docs(cat: Catalogue) -> list[dict[str, str]]:
     docs = []
     for t in cat.terms.values():
         docs.append(
-            {"kind": "term", "slug": t.slug, "title": t.title, "aliases": " ; ".join(t.front.aliases),
-             "definition": t.front.definition, "body": "\n\n".join(t.depths_md)}
+            {
+                "kind": "term",
+                "slug": t.slug,
+                "title": t.title,
+                "aliases": " ; ".join(t.front.aliases),
+                "definition": t.front.definition,
+                "body": "\n\n".join(t.depths_md),
+            }
         )
     for lesson in cat.lessons.values():
         docs.append(
-            {"kind": "lesson", "slug": lesson.slug, "title": lesson.title, "aliases": "",
-             "definition": lesson.front.summary, "body": lesson.body_md}
+            {
+                "kind": "lesson",
+                "slug": lesson.slug,
+                "title": lesson.title,
+                "aliases": "",
+                "definition": lesson.front.summary,
+                "body": lesson.body_md,
+            }
         )
     return docs
 
@@ -50,7 +62,9 @@ def _docs(cat: Catalogue) -> list[dict[str, str]]:
 def sync_index(session: Session, cat: Catalogue) -> bool:
     """Mirror the catalogue into search_docs when it changed; True if rewritten."""
     docs = _docs(cat)
-    digest = hashlib.sha256(repr(sorted((d["kind"], d["slug"], hash(tuple(d.values()))) for d in docs)).encode()).hexdigest()
+    digest = hashlib.sha256(
+        repr(sorted((d["kind"], d["slug"], hash(tuple(d.values()))) for d in docs)).encode()
+    ).hexdigest()
     row = session.get(Meta, "search_digest")
     if row is not None and row.value == digest:
         return False
@@ -107,7 +121,9 @@ def search(session: Session, q: str, limit: int = 20) -> list[Hit]:
             ),
             {"tsq": tsq, "o": _HL_OPEN, "c": _HL_CLOSE, "n": limit},
         ).all()
-    return [Hit(kind=r[0], slug=r[1], title=r[2], snippet_html=_safe_snippet(r[3] or "")) for r in rows]
+    return [
+        Hit(kind=r[0], slug=r[1], title=r[2], snippet_html=_safe_snippet(r[3] or "")) for r in rows
+    ]
 
 
 def suggest(session: Session, q: str, limit: int = 8) -> list[SearchDoc]:

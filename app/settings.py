@@ -10,26 +10,34 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_SECRET = "lowbit-development-secret-do-not-use-in-production"
+DEV_SECRET = "lowbit-development-secret-do-not-use-in-production"  # noqa: S105 - refused outside development
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOWBIT_", extra="ignore")
 
     env: Literal["development", "test", "production"] = Field(
-        "development", description="development enables content reload; production refuses the default secret"
+        "development",
+        description="development enables content reload; production refuses the default secret",
     )
-    data_dir: Path = Field(ROOT / "data", description="Directory for the SQLite database and queue files")
+    data_dir: Path = Field(
+        ROOT / "data", description="Directory for the SQLite database and queue files"
+    )
     database_url: str = Field(
         "", description="SQLAlchemy URL; empty means sqlite:///<data_dir>/lowbit.db"
     )
     queue_url: str = Field(
-        "", description="huey backend: empty means SQLite under data_dir; redis://host:port/db for Redis"
+        "",
+        description="huey backend: empty means SQLite under data_dir; redis://host:port/db for Redis",
     )
-    secret_key: str = Field(DEV_SECRET, description="Signs session cookies; required outside development")
+    secret_key: str = Field(
+        DEV_SECRET, description="Signs session cookies; required outside development"
+    )
     host: str = Field("127.0.0.1", description="Interface the web server binds")
     port: int = Field(8000, ge=1, le=65535, description="Port the web server binds")
-    content_dir: Path = Field(ROOT / "content", description="Term cards and lessons (Markdown + YAML)")
+    content_dir: Path = Field(
+        ROOT / "content", description="Term cards and lessons (Markdown + YAML)"
+    )
     static_dir: Path = Field(ROOT / "static", description="CSS, JS and built vendor files")
     reload_content: bool | None = Field(
         None, description="Re-read content when files change; defaults to on in development"
@@ -37,18 +45,32 @@ class Settings(BaseSettings):
     secure_cookies: bool = Field(False, description="Mark cookies Secure (set behind HTTPS)")
     max_active_runs: int = Field(2, ge=1, description="Queued or running runs one learner may have")
     daily_run_quota: int = Field(200, ge=1, description="Runs one learner may start per UTC day")
-    daily_gpu_quota: int = Field(20, ge=0, description="GPU lab runs one signed-in account may start per day")
-    gpu_labs_require_account: bool = Field(True, description="Anonymous learners may not run GPU labs")
-    heartbeat_seconds: float = Field(2.0, gt=0, description="How often a worker heartbeats a running run")
+    daily_gpu_quota: int = Field(
+        20, ge=0, description="GPU lab runs one signed-in account may start per day"
+    )
+    gpu_labs_require_account: bool = Field(
+        True, description="Anonymous learners may not run GPU labs"
+    )
+    heartbeat_seconds: float = Field(
+        2.0, gt=0, description="How often a worker heartbeats a running run"
+    )
     reaper_grace_seconds: float = Field(
         15.0, gt=0, description="A running run whose heartbeat is older than this is reaped"
     )
-    max_attempts: int = Field(2, ge=1, description="Attempts before a run lost with its worker is failed")
+    max_attempts: int = Field(
+        2, ge=1, description="Attempts before a run lost with its worker is failed"
+    )
     worker_concurrency: int = Field(1, ge=1, description="Runs one worker process executes at once")
-    worker_queues: str = Field("cpu", description="Comma-separated queues this worker takes: cpu, gpu")
-    sandbox_user: str = Field("nobody", description="Unprivileged user lab children run as when the worker is root")
+    worker_queues: str = Field(
+        "cpu", description="Comma-separated queues this worker takes: cpu, gpu"
+    )
+    sandbox_user: str = Field(
+        "nobody", description="Unprivileged user lab children run as when the worker is root"
+    )
     review_daily_limit: int = Field(50, ge=1, description="New review cards shown per day")
-    login_attempts_per_minute: int = Field(10, ge=1, description="Failed sign-ins allowed per username+IP")
+    login_attempts_per_minute: int = Field(
+        10, ge=1, description="Failed sign-ins allowed per username+IP"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

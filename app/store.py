@@ -33,7 +33,9 @@ class ContentStore:
         self._lock = threading.Lock()
         self._checked = 0.0
         self._print = _fingerprint(content_dir)
-        self.catalogue = load_catalogue(content_dir, lab_ids)  # raises ContentError: refuse to start
+        self.catalogue = load_catalogue(
+            content_dir, lab_ids
+        )  # raises ContentError: refuse to start
         self.last_error: ContentError | None = None
         if on_load:
             on_load(self.catalogue)
@@ -54,5 +56,8 @@ class ContentStore:
                     except ContentError as e:
                         # Keep serving the last good catalogue; the error shows in the log.
                         self.last_error = e
-                        log.error("content reload failed", extra={"problems": [str(p) for p in e.problems]})
+                        log.error(
+                            "content reload failed",
+                            extra={"problems": [str(p) for p in e.problems]},
+                        )
         return self.catalogue

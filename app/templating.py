@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -37,7 +37,10 @@ class StaticManifest:
 
 
 def is_htmx(request: Request) -> bool:
-    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-History-Restore-Request") != "true"
+    return (
+        request.headers.get("HX-Request") == "true"
+        and request.headers.get("HX-History-Restore-Request") != "true"
+    )
 
 
 def render(
@@ -52,9 +55,9 @@ def render(
     ctx.setdefault("csrf_token", request.state.csrf_token)
     ctx.setdefault("username", getattr(request.state, "username", None))
     block = block_name if (block_name and is_htmx(request)) else None
-    resp: HTMLResponse = templates.TemplateResponse(
+    resp = templates.TemplateResponse(
         request, template, ctx, block_name=block, status_code=status_code
     )
     resp.headers["Vary"] = "HX-Request"
     resp.headers.setdefault("Cache-Control", "no-cache")
-    return resp
+    return cast(HTMLResponse, resp)

@@ -23,7 +23,9 @@ class Node:
 def term_map(cat: Catalogue, slug: str, limit: int = 12) -> list[Node]:
     term = cat.terms[slug]
     named = [s for s in term.front.related if s in cat.terms]
-    back = sorted(s for s, t in cat.terms.items() if slug in t.front.related and s not in named and s != slug)
+    back = sorted(
+        s for s, t in cat.terms.items() if slug in t.front.related and s not in named and s != slug
+    )
     slugs = (named + back)[:limit]
     nodes = []
     n = max(len(slugs), 1)

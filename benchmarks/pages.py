@@ -27,7 +27,9 @@ SLUG = "block-quantization"
 async def _load(url: str, seconds: float, concurrency: int) -> tuple[int, int]:
     done = errors = 0
     deadline = time.perf_counter() + seconds
-    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=concurrency)) as client:
+    async with httpx.AsyncClient(
+        timeout=30, limits=httpx.Limits(max_connections=concurrency)
+    ) as client:
 
         async def worker() -> None:
             nonlocal done, errors
@@ -51,13 +53,29 @@ def main() -> int:
     static = tmp / "static"
     shutil.copytree(ROOT / "static", static)
     port = 8765
-    env = {**os.environ, "LOWBIT_ENV": "test", "LOWBIT_DATA_DIR": str(tmp / "data"), "LOWBIT_STATIC_DIR": str(static),
-           "LOWBIT_PORT": str(port)}
-    subprocess.run([sys.executable, "-m", "app.cli", "migrate"], env=env, check=True, cwd=ROOT, capture_output=True)
+    env = {
+        **os.environ,
+        "LOWBIT_ENV": "test",
+        "LOWBIT_DATA_DIR": str(tmp / "data"),
+        "LOWBIT_STATIC_DIR": str(static),
+        "LOWBIT_PORT": str(port),
+    }
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "migrate"],
+        env=env,
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
 
     def start() -> subprocess.Popen[bytes]:
-        p = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env, cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(200):
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
@@ -75,8 +93,12 @@ def main() -> int:
         server = start()
         base = f"http://127.0.0.1:{port}"
         asyncio.run(_load(f"{base}/terms/{SLUG}", 1.0, args.concurrency))  # warm-up
-        card_n, card_err = asyncio.run(_load(f"{base}/terms/{SLUG}", args.seconds, args.concurrency))
-        static_n, static_err = asyncio.run(_load(f"{base}/static/bench-same-size.html", args.seconds, args.concurrency))
+        card_n, card_err = asyncio.run(
+            _load(f"{base}/terms/{SLUG}", args.seconds, args.concurrency)
+        )
+        static_n, static_err = asyncio.run(
+            _load(f"{base}/static/bench-same-size.html", args.seconds, args.concurrency)
+        )
         rss_mb = psutil.Process(server.pid).memory_info().rss / 1e6
     finally:
         server.terminate()
@@ -84,11 +106,17 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     card_rps, static_rps = card_n / args.seconds, static_n / args.seconds
     ratio = card_rps / static_rps if static_rps else float("nan")
-    print(f"pages: term card {len(card):,} bytes, concurrency {args.concurrency}, {args.seconds:g} s each")
+    print(
+        f"pages: term card {len(card):,} bytes, concurrency {args.concurrency}, {args.seconds:g} s each"
+    )
     print(f"  term card      {card_rps:8.1f} req/s  errors {card_err}")
     print(f"  static file    {static_rps:8.1f} req/s  errors {static_err}")
-    print(f"  ratio card/static = {ratio:.2f}  (target >= 0.80: {'PASS' if ratio >= 0.8 else 'MISS'})")
-    print(f"  web process RSS  = {rss_mb:.0f} MB  (target < 150 MB: {'PASS' if rss_mb < 150 else 'MISS'})")
+    print(
+        f"  ratio card/static = {ratio:.2f}  (target >= 0.80: {'PASS' if ratio >= 0.8 else 'MISS'})"
+    )
+    print(
+        f"  web process RSS  = {rss_mb:.0f} MB  (target < 150 MB: {'PASS' if rss_mb < 150 else 'MISS'})"
+    )
     return 0
 
 

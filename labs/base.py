@@ -91,13 +91,17 @@ class EventContext:
         self._sink("log", {"text": str(text)})
 
     def progress(self, fraction: float, message: str = "") -> None:
-        self._sink("progress", {"fraction": max(0.0, min(1.0, float(fraction))), "message": message})
+        self._sink(
+            "progress", {"fraction": max(0.0, min(1.0, float(fraction))), "message": message}
+        )
 
     def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
         self._sink("table", {"title": title, "columns": list(columns), "rows": _clean(rows)})
 
     def metric(self, name: str, value: float, unit: str = "", label: str | None = None) -> None:
-        self._sink("metric", {"name": name, "value": _clean(value), "unit": unit, "label": label or name})
+        self._sink(
+            "metric", {"name": name, "value": _clean(value), "unit": unit, "label": label or name}
+        )
 
     def plot(self, title: str, svg: str, data: dict[str, Any] | None = None) -> None:
         self._sink("plot", {"title": title, "svg": svg, "data": _clean(data or {})})

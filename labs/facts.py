@@ -185,7 +185,13 @@ def _check_weight_format(weight_format: str) -> None:
 QUANTIZED_WHAT = ("scale", "code", "dequant", "nbytes", "tensor_scale", "padded")
 
 
-def quantized(format: str, values: list[float], what: str, index: int = 0, options: Mapping[str, Any] | None = None) -> float:
+def quantized(
+    format: str,
+    values: list[float],
+    what: str,
+    index: int = 0,
+    options: Mapping[str, Any] | None = None,
+) -> float:
     """Quantize one row of ``values`` with ``labs.quant`` and read back one number.
 
     ``what``: ``scale`` (decoded block scale ``index``), ``code`` (element ``index``'s

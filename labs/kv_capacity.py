@@ -114,7 +114,10 @@ class Params(LabParams):
     @classmethod
     def _fits_context(cls, v: int, info: ValidationInfo) -> int:
         model, prompt = info.data.get("model"), info.data.get("prompt_tokens")
-        return memory.check_context(model, prompt + v) if model and prompt else v
+        # Prompt plus output must fit the model's context; the field keeps its own value.
+        if model and prompt:
+            memory.check_context(model, prompt + v)
+        return v
 
     @field_validator("shared_prefix_tokens")
     @classmethod

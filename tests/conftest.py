@@ -71,7 +71,9 @@ class LiveServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -93,7 +95,9 @@ class LiveServer:
 def live_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     from app.migrate import upgrade
 
-    s = Settings(env="test", data_dir=tmp_path_factory.mktemp("live") / "data", content_dir=ROOT / "content")
+    s = Settings(
+        env="test", data_dir=tmp_path_factory.mktemp("live") / "data", content_dir=ROOT / "content"
+    )
     s.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(s.db_url)
     return s
@@ -109,10 +113,17 @@ def live_server(live_settings: Settings) -> Iterator[LiveServer]:
 def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make browser` installs Debian's chromium")
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_FLAGS, "headless": True}
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": CHROMIUM_FLAGS,
+        "headless": True,
+    }
 
 
-PG_ADMIN_URL = os.environ.get("LOWBIT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "LOWBIT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 REDIS_URL = os.environ.get("LOWBIT_TEST_REDIS", "redis://127.0.0.1:6379")
 
 

@@ -40,23 +40,42 @@ def card_front(slug: str, related: list[str], **over: Any) -> dict[str, Any]:
             "next_step": "Lower the batch to 4 and measure again.",
         },
         "quiz": [
-            {"id": "q1", "type": "single", "prompt": "Which is right here?", "choices": ["a", "b"], "answer": 1,
-             "explanation": "Because b is right.", "depth": 1},
-            {"id": "q2", "type": "numeric", "prompt": "How many bits per value?", "answer": 4.5, "tolerance": 0.01,
-             "unit": "bits", "explanation": "4 + 8/16 = 4.5 bits.", "depth": 3},
+            {
+                "id": "q1",
+                "type": "single",
+                "prompt": "Which is right here?",
+                "choices": ["a", "b"],
+                "answer": 1,
+                "explanation": "Because b is right.",
+                "depth": 1,
+            },
+            {
+                "id": "q2",
+                "type": "numeric",
+                "prompt": "How many bits per value?",
+                "answer": 4.5,
+                "tolerance": 0.01,
+                "unit": "bits",
+                "explanation": "4 + 8/16 = 4.5 bits.",
+                "depth": 3,
+            },
         ],
     }
     front.update(over)
     return front
 
 
-def write_card(content: Path, slug: str, related: list[str], body: str | None = None, **over: Any) -> Path:
+def write_card(
+    content: Path, slug: str, related: list[str], body: str | None = None, **over: Any
+) -> Path:
     (content / "terms").mkdir(parents=True, exist_ok=True)
     front = card_front(slug, related, **over)
     if body is None:
         body = "\n".join(f"## {d}\n\n{t.format(t=slug)}\n" for d, t in DEPTH_TEXT.items())
     path = content / "terms" / f"{slug}.md"
-    path.write_text("---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + body, encoding="utf-8")
+    path.write_text(
+        "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + body, encoding="utf-8"
+    )
     return path
 
 

@@ -39,7 +39,12 @@ async def signup(request: Request, session: SessionDep, learner: LearnerRowDep) 
             raise AccountError("The two passwords differ.")
         account = create_account(session, username.strip(), password, learner_id=learner.id)
     except AccountError as e:
-        return render(request, "accounts/signup.html", {"me": learner, "error": str(e), "username": username}, status_code=422)
+        return render(
+            request,
+            "accounts/signup.html",
+            {"me": learner, "error": str(e), "username": username},
+            status_code=422,
+        )
     request.state.set_session = (account.id, account.username)
     return RedirectResponse("/progress", status_code=303)
 
@@ -54,10 +59,21 @@ async def signin(request: Request, session: SessionDep, settings: SettingsDep) -
     username, password, nxt = await _fields(request, "username", "password", "next")
     ip = request.client.host if request.client else "?"
     try:
-        account = authenticate(session, username.strip(), password, f"{username.strip().lower()}|{ip}", settings.login_attempts_per_minute)
+        account = authenticate(
+            session,
+            username.strip(),
+            password,
+            f"{username.strip().lower()}|{ip}",
+            settings.login_attempts_per_minute,
+        )
     except AccountError as e:
         status = 429 if "Too many" in str(e) else 422
-        return render(request, "accounts/signin.html", {"error": str(e), "username": username, "next": _safe_next(nxt)}, status_code=status)
+        return render(
+            request,
+            "accounts/signin.html",
+            {"error": str(e), "username": username, "next": _safe_next(nxt)},
+            status_code=status,
+        )
     anon = ensure_learner(session, request.state.learner_id)
     if not anon.username:
         claim(session, anon.id, account.id)
@@ -90,5 +106,7 @@ async def password(request: Request, session: SessionDep, learner: LearnerRowDep
         assert me is not None
         change_password(session, me, old, new)
     except AccountError as e:
-        return render(request, "accounts/account.html", {"me": learner, "error": str(e)}, status_code=422)
+        return render(
+            request, "accounts/account.html", {"me": learner, "error": str(e)}, status_code=422
+        )
     return render(request, "accounts/account.html", {"me": learner, "message": "Password changed."})

@@ -23,7 +23,9 @@ def check_queue(settings: Settings) -> str | None:
         import redis
 
         try:
-            redis.Redis.from_url(settings.queue_url, socket_timeout=1, socket_connect_timeout=1).ping()
+            redis.Redis.from_url(
+                settings.queue_url, socket_timeout=1, socket_connect_timeout=1
+            ).ping()
         except Exception as e:  # any failure means not ready
             return f"redis: {e.__class__.__name__}"
         return None
@@ -44,4 +46,6 @@ def readyz(session: SessionDep, settings: SettingsDep) -> JSONResponse:
     q = check_queue(settings)
     checks["queue"] = "ok" if q is None else f"error: {q}"
     ok = all(v == "ok" for v in checks.values())
-    return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+    return JSONResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503
+    )

@@ -62,7 +62,12 @@ def _lab_page(
 
 @router.get("/labs/{lab_id}", response_class=HTMLResponse)
 def lab_page(
-    lab_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep, rerun: str = ""
+    lab_id: str,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    learner: LearnerDep,
+    rerun: str = "",
 ) -> HTMLResponse:
     """``?rerun=RUN_ID`` fills the form with that run's parameters."""
     lab = _lab(settings, lab_id)
@@ -81,7 +86,9 @@ async def lab_submit(
     lab = _lab(settings, lab_id)
     form = {k: str(v) for k, v in (await request.form()).items()}
     data = forms.parse_form(lab, form)
-    run, errors, status = await anyio.to_thread.run_sync(start_run, request, session, settings, learner, lab, data)
+    run, errors, status = await anyio.to_thread.run_sync(
+        start_run, request, session, settings, learner, lab, data
+    )
     if run is None:
         if is_htmx(request):
             # htmx swaps only 2xx answers: send the form with its errors as 200 and point it at the form.
@@ -91,7 +98,9 @@ async def lab_submit(
             return resp
         return _lab_page(request, session, learner, lab, form, errors, status_code=status)
     if is_htmx(request):
-        resp = render(request, "runs/run.html", run_context(session, settings, run), block_name="run")
+        resp = render(
+            request, "runs/run.html", run_context(session, settings, run), block_name="run"
+        )
         resp.headers["HX-Push-Url"] = f"/runs/{run.id}"
         return resp
     return RedirectResponse(f"/runs/{run.id}", status_code=303)

@@ -6,9 +6,9 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.deps import CatalogueDep
-from app.labforms import form_fields
 from app.templating import render
 from labs.registry import get_lab
+from labs.runtime.forms import form_fields
 
 router = APIRouter(tags=["lessons"])
 
@@ -31,19 +31,34 @@ def lesson_page(request: Request, slug: str, cat: CatalogueDep) -> Response:
             if lab is None:  # the checker rejects this; never crash a page over it
                 continue
             n_lab += 1
-            segments.append(("lab", {"lab": lab, "fields": form_fields(lab, seg.params), "prompt": seg.prompt,
-                                     "anchor": f"lab-{n_lab}", "source": f"lesson:{slug}"}))
+            segments.append(
+                (
+                    "lab",
+                    {
+                        "lab": lab,
+                        "fields": form_fields(lab, seg.params),
+                        "prompt": seg.prompt,
+                        "anchor": f"lab-{n_lab}",
+                        "source": f"lesson:{slug}",
+                    },
+                )
+            )
         else:
             segments.append((kind, seg))
     ordered = cat.sorted_lessons()
     i = ordered.index(lesson)
-    return render(request, "lessons/lesson.html", {
-        "lesson": lesson, "segments": segments,
-        "prereqs": [cat.terms[p] for p in lesson.front.prerequisites if p in cat.terms],
-        "prev_lesson": ordered[i - 1] if i > 0 else None,
-        "next_lesson": ordered[i + 1] if i + 1 < len(ordered) else None,
-        "where_next": [(link, _title(cat, link)) for link in lesson.front.where_next],
-    })
+    return render(
+        request,
+        "lessons/lesson.html",
+        {
+            "lesson": lesson,
+            "segments": segments,
+            "prereqs": [cat.terms[p] for p in lesson.front.prerequisites if p in cat.terms],
+            "prev_lesson": ordered[i - 1] if i > 0 else None,
+            "next_lesson": ordered[i + 1] if i + 1 < len(ordered) else None,
+            "where_next": [(link, _title(cat, link)) for link in lesson.front.where_next],
+        },
+    )
 
 
 def _title(cat, link: str) -> str:  # type: ignore[no-untyped-def]

@@ -25,6 +25,9 @@ def home(request: Request, cat: CatalogueDep) -> HTMLResponse:
             "collections": list(cat.collections.values()),
             "term_count": len(cat.terms),
             "lesson_count": len(lessons),
-            "counts": {c: sum(1 for t in cat.terms.values() if c in t.front.collections) for c in cat.collections},
+            "counts": {
+                c: sum(1 for t in cat.terms.values() if c in t.front.collections)
+                for c in cat.collections
+            },
         },
     )

@@ -19,7 +19,9 @@ VISIT_KINDS = {"term", "lesson", "lesson-done"}
 
 
 @router.post("/progress/seen")
-async def seen(request: Request, session: SessionDep, learner: LearnerDep, cat: CatalogueDep) -> Response:
+async def seen(
+    request: Request, session: SessionDep, learner: LearnerDep, cat: CatalogueDep
+) -> Response:
     """Called by the page after it loads (htmx), so plain GETs stay read-only."""
     form = await request.form()
     kind, slug, detail = (str(form.get(k, ""))[:120] for k in ("kind", "slug", "detail"))
@@ -30,30 +32,67 @@ async def seen(request: Request, session: SessionDep, learner: LearnerDep, cat: 
     if kind == "lesson-done":
         if not request.headers.get("HX-Request"):
             return RedirectResponse(f"/lessons/{slug}", status_code=303)
-        return HTMLResponse('<p class="note" role="status">Lesson marked complete. See <a href="/progress">your progress</a>.</p>')
+        return HTMLResponse(
+            '<p class="note" role="status">Lesson marked complete. See <a href="/progress">your progress</a>.</p>'
+        )
     return Response(status_code=204)
 
 
 @router.get("/progress", response_class=HTMLResponse)
-def progress_page(request: Request, session: SessionDep, cat: CatalogueDep, learner: LearnerRowDep, settings: SettingsDep) -> Response:
+def progress_page(
+    request: Request,
+    session: SessionDep,
+    cat: CatalogueDep,
+    learner: LearnerRowDep,
+    settings: SettingsDep,
+) -> Response:
     p = progress.compute(session, cat, learner.id)
     look = outlook(session, learner.id, settings.review_daily_limit)
     return render(request, "progress.html", {"p": p, "look": look, "me": learner})
 
 
 @router.get("/admin", response_class=HTMLResponse)
-def admin_page(request: Request, session: SessionDep, learner: LearnerRowDep, settings: SettingsDep) -> Response:
+def admin_page(
+    request: Request, session: SessionDep, learner: LearnerRowDep, settings: SettingsDep
+) -> Response:
     if not learner.is_admin:
         raise HTTPException(404, "Not found.")
     since = utcnow() - timedelta(hours=24)
-    queued = dict(session.execute(select(Run.queue, func.count()).where(Run.status == "queued").group_by(Run.queue)).all())  # type: ignore[arg-type]
-    by_status = dict(session.execute(select(Run.status, func.count()).where(Run.created_at >= since).group_by(Run.status)).all())  # type: ignore[arg-type]
+    queued = dict(
+        session.execute(
+            select(Run.queue, func.count()).where(Run.status == "queued").group_by(Run.queue)
+        ).all()
+    )  # type: ignore[arg-type]
+    by_status = dict(
+        session.execute(
+            select(Run.status, func.count()).where(Run.created_at >= since).group_by(Run.status)
+        ).all()
+    )  # type: ignore[arg-type]
     workers = session.scalars(select(Worker).order_by(Worker.last_heartbeat.desc()).limit(50)).all()
     recent = session.scalars(select(Run).order_by(Run.created_at.desc()).limit(25)).all()
-    learners = session.scalar(select(func.count()).select_from(Learner).where(Learner.merged_into.is_(None))) or 0
-    accounts = session.scalar(select(func.count()).select_from(Learner).where(Learner.username.is_not(None))) or 0
+    learners = (
+        session.scalar(
+            select(func.count()).select_from(Learner).where(Learner.merged_into.is_(None))
+        )
+        or 0
+    )
+    accounts = (
+        session.scalar(
+            select(func.count()).select_from(Learner).where(Learner.username.is_not(None))
+        )
+        or 0
+    )
     stale = utcnow() - timedelta(seconds=settings.reaper_grace_seconds)
-    return render(request, "admin.html", {
-        "queued": queued, "by_status": by_status, "workers": workers, "recent": recent,
-        "learners": learners, "accounts": accounts, "stale": stale,
-    })
+    return render(
+        request,
+        "admin.html",
+        {
+            "queued": queued,
+            "by_status": by_status,
+            "workers": workers,
+            "recent": recent,
+            "learners": learners,
+            "accounts": accounts,
+            "stale": stale,
+        },
+    )

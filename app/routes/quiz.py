@@ -28,34 +28,65 @@ async def _form(request: Request) -> dict[str, list[str]]:
 def _item(cat, owner: str, item_id: str) -> QuizItem:  # type: ignore[no-untyped-def]
     item = cat.quiz_item(owner, item_id)
     if item is None:
-        raise HTTPException(404, "That quick-check question does not exist (it may have been removed).")
+        raise HTTPException(
+            404, "That quick-check question does not exist (it may have been removed)."
+        )
     return item
 
 
 def _owner_link(owner: str, item: QuizItem) -> str:
     kind, _, slug = owner.partition(":")
-    return f"/terms/{slug}?depth={item.depth}#depth-{item.depth}" if kind == "term" else f"/lessons/{slug}"
+    return (
+        f"/terms/{slug}?depth={item.depth}#depth-{item.depth}"
+        if kind == "term"
+        else f"/lessons/{slug}"
+    )
 
 
 @router.post("/quiz/{owner}/{item_id}", response_class=HTMLResponse)
-async def answer(request: Request, owner: str, item_id: str, cat: CatalogueDep, session: SessionDep, learner: LearnerDep) -> Response:
+async def answer(
+    request: Request,
+    owner: str,
+    item_id: str,
+    cat: CatalogueDep,
+    session: SessionDep,
+    learner: LearnerDep,
+) -> Response:
     item = _item(cat, owner, item_id)
     form = await _form(request)
     ctx = {"item": item, "owner": owner, "link": _owner_link(owner, item)}
     try:
         g = grade(item, form)
     except AnswerError as e:
-        return render(request, "quiz/feedback.html", {**ctx, "error": str(e)}, block_name="feedback", status_code=422)
+        return render(
+            request,
+            "quiz/feedback.html",
+            {**ctx, "error": str(e)},
+            block_name="feedback",
+            status_code=422,
+        )
     record = answer_record(form)
     last = session.scalar(
         select(QuizAttempt)
-        .where(QuizAttempt.learner_id == learner, QuizAttempt.owner == owner, QuizAttempt.item_id == item_id)
+        .where(
+            QuizAttempt.learner_id == learner,
+            QuizAttempt.owner == owner,
+            QuizAttempt.item_id == item_id,
+        )
         .order_by(QuizAttempt.id.desc())
         .limit(1)
     )
-    duplicate = last is not None and last.answer == record and utcnow() - last.created_at < DOUBLE_SUBMIT_WINDOW
+    duplicate = (
+        last is not None
+        and last.answer == record
+        and utcnow() - last.created_at < DOUBLE_SUBMIT_WINDOW
+    )
     if not duplicate:
-        session.add(QuizAttempt(learner_id=learner, owner=owner, item_id=item_id, answer=record, correct=g.correct))
+        session.add(
+            QuizAttempt(
+                learner_id=learner, owner=owner, item_id=item_id, answer=record, correct=g.correct
+            )
+        )
         card = review.get_or_create(session, learner, "quiz", f"{owner}/{item_id}")
         if g.correct is not None and card.reps == 0:
             review.rate(session, card, 3 if g.correct else 1)
@@ -64,7 +95,14 @@ async def answer(request: Request, owner: str, item_id: str, cat: CatalogueDep, 
 
 
 @router.post("/quiz/{owner}/{item_id}/rate", response_class=HTMLResponse)
-async def self_rate(request: Request, owner: str, item_id: str, cat: CatalogueDep, session: SessionDep, learner: LearnerDep) -> Response:
+async def self_rate(
+    request: Request,
+    owner: str,
+    item_id: str,
+    cat: CatalogueDep,
+    session: SessionDep,
+    learner: LearnerDep,
+) -> Response:
     """Self-grading of a free-text answer: again / hard / good / easy."""
     item = _item(cat, owner, item_id)
     form = await _form(request)
@@ -78,11 +116,22 @@ async def self_rate(request: Request, owner: str, item_id: str, cat: CatalogueDe
     if card.reps == 0:
         review.rate(session, card, rating)
     session.commit()
-    return render(request, "quiz/rated.html", {"item": item, "rating": review.RATING_NAMES[rating], "due": card.due}, block_name="rated")
+    return render(
+        request,
+        "quiz/rated.html",
+        {"item": item, "rating": review.RATING_NAMES[rating], "due": card.due},
+        block_name="rated",
+    )
 
 
 @router.get("/review", response_class=HTMLResponse)
-def review_page(request: Request, cat: CatalogueDep, session: SessionDep, learner: LearnerDep, settings: SettingsDep) -> Response:
+def review_page(
+    request: Request,
+    cat: CatalogueDep,
+    session: SessionDep,
+    learner: LearnerDep,
+    settings: SettingsDep,
+) -> Response:
     look = review.outlook(session, learner, settings.review_daily_limit)
     card = review.next_due(session, learner) if look.remaining_today else None
     item = owner = None
@@ -93,11 +142,18 @@ def review_page(request: Request, cat: CatalogueDep, session: SessionDep, learne
             session.delete(card)
             session.commit()
             return RedirectResponse("/review", status_code=303)
-    return render(request, "quiz/review.html", {"look": look, "card": card, "item": item, "owner": owner}, block_name="review")
+    return render(
+        request,
+        "quiz/review.html",
+        {"look": look, "card": card, "item": item, "owner": owner},
+        block_name="review",
+    )
 
 
 @router.post("/review/{card_id}/answer", response_class=HTMLResponse)
-async def review_answer(request: Request, card_id: int, cat: CatalogueDep, session: SessionDep, learner: LearnerDep) -> Response:
+async def review_answer(
+    request: Request, card_id: int, cat: CatalogueDep, session: SessionDep, learner: LearnerDep
+) -> Response:
     card = session.get(ReviewCard, card_id)
     if card is None or card.learner_id != learner:
         raise HTTPException(404, "No such review card.")
@@ -108,13 +164,26 @@ async def review_answer(request: Request, card_id: int, cat: CatalogueDep, sessi
     try:
         g = grade(item, form)
     except AnswerError as e:
-        return render(request, "quiz/review_feedback.html", {**ctx, "error": str(e)}, block_name="review", status_code=422)
+        return render(
+            request,
+            "quiz/review_feedback.html",
+            {**ctx, "error": str(e)},
+            block_name="review",
+            status_code=422,
+        )
     suggested = 1 if g.correct is False else 3
-    return render(request, "quiz/review_feedback.html", {**ctx, "grade": g, "suggested": suggested}, block_name="review")
+    return render(
+        request,
+        "quiz/review_feedback.html",
+        {**ctx, "grade": g, "suggested": suggested},
+        block_name="review",
+    )
 
 
 @router.post("/review/{card_id}/rate")
-async def review_rate(request: Request, card_id: int, session: SessionDep, learner: LearnerDep) -> Response:
+async def review_rate(
+    request: Request, card_id: int, session: SessionDep, learner: LearnerDep
+) -> Response:
     card = session.get(ReviewCard, card_id)
     if card is None or card.learner_id != learner:
         raise HTTPException(404, "No such review card.")

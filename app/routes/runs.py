@@ -13,7 +13,13 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import Run, RunEvent
@@ -25,7 +31,7 @@ from labs.plots import sanitize_svg
 from labs.runtime import forms, runs
 from labs.runtime.catalog import available_labs, get_available_lab
 from labs.runtime.queue import RunQueue
-from labs.runtime.views import diff, format_value, latest_progress, sse
+from labs.runtime.views import diff, format_value, histogram_svg, latest_progress, sse
 
 router = APIRouter(tags=["runs"])
 
@@ -39,6 +45,7 @@ HISTORY_LIMIT = 50
 NOT_FOUND = "No such run (or it is not yours)."
 
 templates.env.filters.setdefault("labvalue", format_value)
+templates.env.globals.setdefault("labhistogram", histogram_svg)
 
 
 def run_queue(request: Request) -> RunQueue:
@@ -82,7 +89,9 @@ def api_labs(settings: SettingsDep) -> list[dict[str, Any]]:
     ]
 
 
-def start_run(request: Request, session: Session, settings: Settings, learner: str, lab: Lab, data: Any) -> tuple[Run | None, dict[str, str], int]:
+def start_run(
+    request: Request, session: Session, settings: Settings, learner: str, lab: Lab, data: Any
+) -> tuple[Run | None, dict[str, str], int]:
     """Validate and submit; (run, {}, 202) or (None, per-field errors, HTTP status)."""
     params, errors = forms.validate(lab, data)
     if params is None:
@@ -103,13 +112,22 @@ async def api_start_run(
     try:
         data = json.loads(body) if body.strip() else {}
     except ValueError as e:
-        return JSONResponse({"detail": [{"field": "", "message": f"The body is not valid JSON: {e}"}]}, status_code=422)
-    run, errors, status = await anyio.to_thread.run_sync(start_run, request, session, settings, learner, lab, data)
+        return JSONResponse(
+            {"detail": [{"field": "", "message": f"The body is not valid JSON: {e}"}]},
+            status_code=422,
+        )
+    run, errors, status = await anyio.to_thread.run_sync(
+        start_run, request, session, settings, learner, lab, data
+    )
     if run is None:
         if status == 422:
-            return JSONResponse({"detail": [{"field": k, "message": v} for k, v in errors.items()]}, status_code=422)
+            return JSONResponse(
+                {"detail": [{"field": k, "message": v} for k, v in errors.items()]}, status_code=422
+            )
         return JSONResponse({"detail": errors[forms.FORM_ERROR_KEY]}, status_code=status)
-    return JSONResponse({"id": run.id, "status": run.status, "url": f"/api/runs/{run.id}"}, status_code=202)
+    return JSONResponse(
+        {"id": run.id, "status": run.status, "url": f"/api/runs/{run.id}"}, status_code=202
+    )
 
 
 @router.get("/api/runs/{run_id}")
@@ -183,7 +201,9 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.get("/api/runs/{run_id}/events")
-def api_events(run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: int = 0) -> StreamingResponse:
+def api_events(
+    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: int = 0
+) -> StreamingResponse:
     """``text/event-stream``: ``event: <kind>`` with the event's JSON (``id`` = seq),
     ``event: status`` on each status change, and a final ``event: end``. Reconnecting
     with ``Last-Event-ID`` resumes after that event."""
@@ -197,7 +217,9 @@ def api_events(run_id: str, request: Request, session: SessionDep, learner: Lear
         return sse("status", json.dumps({"status": run.status}))
 
     def end(run: Run) -> str:
-        return sse("end", json.dumps({"status": run.status, "error": run.error, "result": run.result}))
+        return sse(
+            "end", json.dumps({"status": run.status, "error": run.error, "result": run.result})
+        )
 
     return StreamingResponse(
         _stream(request, run_id, _resume_from(request, after), event, status, end),
@@ -210,7 +232,9 @@ _OUTPUT_KINDS = {"table", "metric", "plot", "notice"}
 
 
 @router.get("/runs/{run_id}/stream")
-def html_events(run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: int = 0) -> StreamingResponse:
+def html_events(
+    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: int = 0
+) -> StreamingResponse:
     """The same stream as HTML fragments for the htmx SSE extension: ``log`` lines,
     ``output`` blocks (tables, metrics, plots, notices), ``status``, ``end``."""
     _own_run(session, run_id, learner)
@@ -246,7 +270,9 @@ def run_context(session: Session, settings: Settings, run: Run) -> dict[str, Any
     events = [runs.event_json(e) for e in runs.events_after(session, run.id)]
     lab = get_available_lab(settings, run.lab_id)
     previous = [
-        r for r in runs.list_runs(session, run.learner_id, run.lab_id, limit=HISTORY_LIMIT) if r.id != run.id
+        r
+        for r in runs.list_runs(session, run.learner_id, run.lab_id, limit=HISTORY_LIMIT)
+        if r.id != run.id
     ]
     return {
         "run": run,
@@ -263,7 +289,9 @@ def run_context(session: Session, settings: Settings, run: Run) -> dict[str, Any
 
 
 @router.get("/runs/compare", response_class=HTMLResponse)
-def run_compare(request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep) -> HTMLResponse:
+def run_compare(
+    request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+) -> HTMLResponse:
     """Two runs of the same lab side by side: ``?a=ID&b=ID`` or ``?run=ID&run=ID``."""
     ids = request.query_params.getlist("run") or [
         x for x in (request.query_params.get("a"), request.query_params.get("b")) if x
@@ -284,21 +312,35 @@ def run_compare(request: Request, session: SessionDep, settings: SettingsDep, le
             "params": diff(a.params, b.params),
             "results": diff(a.result, b.result),
             "summary": diff(
-                {"status": a.status, "duration (s)": a.duration_s, "error": a.error, "device": (a.environment or {}).get("device")},
-                {"status": b.status, "duration (s)": b.duration_s, "error": b.error, "device": (b.environment or {}).get("device")},
+                {
+                    "status": a.status,
+                    "duration (s)": a.duration_s,
+                    "error": a.error,
+                    "device": (a.environment or {}).get("device"),
+                },
+                {
+                    "status": b.status,
+                    "duration (s)": b.duration_s,
+                    "error": b.error,
+                    "device": (b.environment or {}).get("device"),
+                },
             ),
         },
     )
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep) -> HTMLResponse:
+def run_page(
+    run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+) -> HTMLResponse:
     run = _own_run(session, run_id, learner)
     return render(request, "runs/run.html", run_context(session, settings, run), block_name="run")
 
 
 @router.get("/runs/{run_id}/status", response_class=HTMLResponse)
-def run_status(run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep) -> HTMLResponse:
+def run_status(
+    run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+) -> HTMLResponse:
     """Polled every second while a run is active (the fallback when SSE is unavailable).
     Once the run has ended, the answer replaces the whole run section instead."""
     run = _own_run(session, run_id, learner)
@@ -312,12 +354,16 @@ def run_status(run_id: str, request: Request, session: SessionDep, settings: Set
 
 
 @router.post("/runs/{run_id}/cancel", response_model=None)
-def run_cancel(run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep) -> Response:
+def run_cancel(
+    run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+) -> Response:
     run = runs.cancel_run(session, run_id, learner)
     if run is None:
         raise HTTPException(404, NOT_FOUND)
     if is_htmx(request):
-        return render(request, "runs/run.html", run_context(session, settings, run), block_name="run")
+        return render(
+            request, "runs/run.html", run_context(session, settings, run), block_name="run"
+        )
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 
@@ -336,7 +382,9 @@ def run_plot(run_id: str, seq: int, session: SessionDep, learner: LearnerDep) ->
 
 
 @router.get("/runs", response_class=HTMLResponse)
-def run_history(request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep, lab: str = "") -> HTMLResponse:
+def run_history(
+    request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep, lab: str = ""
+) -> HTMLResponse:
     labs = available_labs(settings)
     items = runs.list_runs(session, learner, lab or None, limit=HISTORY_LIMIT)
     return render(

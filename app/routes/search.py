@@ -23,4 +23,6 @@ def search_page(request: Request, session: SessionDep, q: str = "") -> HTMLRespo
 def goto(request: Request, session: SessionDep, q: str = "") -> HTMLResponse:
     """Type-ahead to any term or lesson; without JS, a jump to the best match or search."""
     docs = suggest(session, q)
-    return render(request, "goto.html", {"q": q[:MAX_QUERY], "docs": docs}, block_name="suggestions")
+    return render(
+        request, "goto.html", {"q": q[:MAX_QUERY], "docs": docs}, block_name="suggestions"
+    )

@@ -44,9 +44,23 @@ def terms_index(request: Request, cat: CatalogueDep, view: str = "az") -> HTMLRe
         for c in cat.collections:
             groups[c] = [t for t in terms if c in t.front.collections]
         titles = {k: cat.collections[k].title for k in groups}
-    order = sorted(groups, key=lambda k: list(DOMAIN_TITLES).index(k) if k in DOMAIN_TITLES else 99) if view == "domain" else (list(cat.collections) if view == "collection" else sorted(groups))
+    order = (
+        sorted(groups, key=lambda k: list(DOMAIN_TITLES).index(k) if k in DOMAIN_TITLES else 99)
+        if view == "domain"
+        else (list(cat.collections) if view == "collection" else sorted(groups))
+    )
     sections = [(k, titles[k], groups[k]) for k in order if groups.get(k)]
-    return render(request, "terms/index.html", {"sections": sections, "view": view, "count": len(terms), "letters": sorted(groups) if view == "az" else []}, block_name="listing")
+    return render(
+        request,
+        "terms/index.html",
+        {
+            "sections": sections,
+            "view": view,
+            "count": len(terms),
+            "letters": sorted(groups) if view == "az" else [],
+        },
+        block_name="listing",
+    )
 
 
 def _depth(raw: str | None) -> tuple[int, str | None]:
@@ -63,7 +77,9 @@ def _depth(raw: str | None) -> tuple[int, str | None]:
 
 
 @router.get("/terms/{slug}", response_class=HTMLResponse)
-def term_page(request: Request, slug: str, cat: CatalogueDep, depth: str | None = None) -> HTMLResponse:
+def term_page(
+    request: Request, slug: str, cat: CatalogueDep, depth: str | None = None
+) -> HTMLResponse:
     term = cat.terms.get(slug)
     if term is None:
         other = cat.term_by_name(slug.replace("-", " "))
@@ -84,7 +100,9 @@ def term_page(request: Request, slug: str, cat: CatalogueDep, depth: str | None 
         "collections": [cat.collections[c] for c in term.front.collections if c in cat.collections],
         "prev_term": terms[i - 1] if i > 0 else None,
         "next_term": terms[i + 1] if i + 1 < len(terms) else None,
-        "lessons": [lesson for lesson in cat.sorted_lessons() if slug in lesson.front.prerequisites],
+        "lessons": [
+            lesson for lesson in cat.sorted_lessons() if slug in lesson.front.prerequisites
+        ],
     }
     return render(request, "terms/term.html", ctx, block_name="depths")
 

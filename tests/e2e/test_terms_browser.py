@@ -107,6 +107,8 @@ def test_phone_width_has_no_horizontal_scroll(browser, live_server) -> None:
     ctx = browser.new_context(viewport={"width": 375, "height": 800})
     page = ctx.new_page()
     page.goto(f"{live_server.url}/terms/kv-cache")
-    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    overflow = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
     ctx.close()
     assert overflow <= 1

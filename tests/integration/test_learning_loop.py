@@ -25,7 +25,11 @@ def _session(client):  # type: ignore[no-untyped-def]
 def test_answer_in_place_and_it_becomes_a_review_card(client) -> None:
     h = csrf_headers(client)
     q = _item(client, "quantization", "single")
-    r = client.post(f"/quiz/term:quantization/{q.id}", data={"answer": str(q.answer)}, headers={**h, "HX-Request": "true"})
+    r = client.post(
+        f"/quiz/term:quantization/{q.id}",
+        data={"answer": str(q.answer)},
+        headers={**h, "HX-Request": "true"},
+    )
     assert r.status_code == 200
     frag = BeautifulSoup(r.text, "html.parser")
     assert frag.find("html") is None
@@ -41,7 +45,9 @@ def test_plain_form_post_without_js(client) -> None:
     h = csrf_headers(client)
     q = _item(client, "fp8", "single")
     wrong = (q.answer + 1) % len(q.choices)
-    r = client.post(f"/quiz/term:fp8/{q.id}", data={"answer": str(wrong), "csrf_token": h["X-CSRF-Token"]})
+    r = client.post(
+        f"/quiz/term:fp8/{q.id}", data={"answer": str(wrong), "csrf_token": h["X-CSRF-Token"]}
+    )
     assert r.status_code == 200 and "<html" in r.text and "Not quite" in r.text
 
 
@@ -56,7 +62,10 @@ def test_double_submission_is_counted_once(client) -> None:
 
 def test_unknown_item_and_bad_answers(client) -> None:
     h = csrf_headers(client)
-    assert client.post("/quiz/term:fp8/no-such-item", data={"answer": "1"}, headers=h).status_code == 404
+    assert (
+        client.post("/quiz/term:fp8/no-such-item", data={"answer": "1"}, headers=h).status_code
+        == 404
+    )
     assert client.post("/quiz/term:nope/x", data={"answer": "1"}, headers=h).status_code == 404
     assert client.post("/quiz/bogus/x", data={"answer": "1"}, headers=h).status_code == 404
     q = _item(client, "vram", "numeric")
@@ -109,7 +118,12 @@ def test_signup_keeps_and_signin_claims_anonymous_progress(client) -> None:
     h = csrf_headers(client)
     q = _item(client, "fp8", "single")
     client.post(f"/quiz/term:fp8/{q.id}", data={"answer": str(q.answer)}, headers=h)
-    r = client.post("/signup", data={"username": "ada", "password": "a long passphrase", "password2": "a long passphrase"}, headers=h, follow_redirects=False)
+    r = client.post(
+        "/signup",
+        data={"username": "ada", "password": "a long passphrase", "password2": "a long passphrase"},
+        headers=h,
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     assert "ada" in client.get("/progress").text
     client.post("/signout", headers=h)
@@ -118,7 +132,12 @@ def test_signup_keeps_and_signin_claims_anonymous_progress(client) -> None:
     h = csrf_headers(client)
     q2 = _item(client, "vram", "single")
     client.post(f"/quiz/term:vram/{q2.id}", data={"answer": str(q2.answer)}, headers=h)
-    r = client.post("/signin", data={"username": "ada", "password": "a long passphrase"}, headers=h, follow_redirects=False)
+    r = client.post(
+        "/signin",
+        data={"username": "ada", "password": "a long passphrase"},
+        headers=h,
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     with _session(client) as s:
         from app.db import Learner
@@ -130,26 +149,64 @@ def test_signup_keeps_and_signin_claims_anonymous_progress(client) -> None:
 
 def test_password_change_and_wrong_password(client) -> None:
     h = csrf_headers(client)
-    client.post("/signup", data={"username": "bob", "password": "first password", "password2": "first password"}, headers=h)
-    r = client.post("/account/password", data={"old": "nope nope nope", "new": "second password", "new2": "second password"}, headers=h)
+    client.post(
+        "/signup",
+        data={"username": "bob", "password": "first password", "password2": "first password"},
+        headers=h,
+    )
+    r = client.post(
+        "/account/password",
+        data={"old": "nope nope nope", "new": "second password", "new2": "second password"},
+        headers=h,
+    )
     assert r.status_code == 422
-    r = client.post("/account/password", data={"old": "first password", "new": "second password", "new2": "second password"}, headers=h)
+    r = client.post(
+        "/account/password",
+        data={"old": "first password", "new": "second password", "new2": "second password"},
+        headers=h,
+    )
     assert "Password changed" in r.text
     client.post("/signout", headers=h)
-    assert client.post("/signin", data={"username": "bob", "password": "first password"}, headers=h).status_code == 422
-    assert client.post("/signin", data={"username": "bob", "password": "second password"}, headers=h, follow_redirects=False).status_code == 303
+    assert (
+        client.post(
+            "/signin", data={"username": "bob", "password": "first password"}, headers=h
+        ).status_code
+        == 422
+    )
+    assert (
+        client.post(
+            "/signin",
+            data={"username": "bob", "password": "second password"},
+            headers=h,
+            follow_redirects=False,
+        ).status_code
+        == 303
+    )
 
 
 def test_signin_is_rate_limited(client) -> None:
     h = csrf_headers(client)
-    codes = [client.post("/signin", data={"username": "eve", "password": "guess"}, headers=h).status_code for _ in range(12)]
+    codes = [
+        client.post("/signin", data={"username": "eve", "password": "guess"}, headers=h).status_code
+        for _ in range(12)
+    ]
     assert codes[0] == 422 and codes[-1] == 429
 
 
 def test_signup_rejects_bad_input_and_escapes_it(client) -> None:
     h = csrf_headers(client)
-    r = client.post("/signup", data={"username": "<script>x</script>", "password": "a long passphrase", "password2": "a long passphrase"}, headers=h)
-    assert r.status_code == 422 and "<script>x</script>" not in r.text and "&lt;script&gt;" in r.text
+    r = client.post(
+        "/signup",
+        data={
+            "username": "<script>x</script>",
+            "password": "a long passphrase",
+            "password2": "a long passphrase",
+        },
+        headers=h,
+    )
+    assert (
+        r.status_code == 422 and "<script>x</script>" not in r.text and "&lt;script&gt;" in r.text
+    )
 
 
 def test_session_cookie_flags(client) -> None:

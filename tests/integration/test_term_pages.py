@@ -8,8 +8,16 @@ from bs4 import BeautifulSoup
 from app.content import DEPTHS
 from tests.conftest import csrf_headers
 
-STARTERS = ["quantization", "quantization-error", "scale-factor", "zero-point",
-            "per-channel-quantization", "block-quantization", "fp8", "vram"]
+STARTERS = [
+    "quantization",
+    "quantization-error",
+    "scale-factor",
+    "zero-point",
+    "per-channel-quantization",
+    "block-quantization",
+    "fp8",
+    "vram",
+]
 
 
 def soup(r) -> BeautifulSoup:  # type: ignore[no-untyped-def]
@@ -48,7 +56,10 @@ def test_every_card_renders_and_every_map_link_resolves(client) -> None:
     for slug in cat.terms:
         page = soup(client.get(f"/terms/{slug}"))
         for a in page.select("svg.termmap a, main a[href^='/terms/']"):
-            assert a["href"].split("?")[0].split("#")[0].removeprefix("/terms/") in cat.terms, (slug, a["href"])
+            assert a["href"].split("?")[0].split("#")[0].removeprefix("/terms/") in cat.terms, (
+                slug,
+                a["href"],
+            )
 
 
 def test_quiz_answers_are_not_in_the_page(client) -> None:
@@ -114,8 +125,20 @@ def test_search_highlights_snippet(client) -> None:
 
 @pytest.mark.parametrize(
     "q",
-    ['"', '"unbalanced', "AND OR NOT", "NEAR(a b)", "*", "col:value", "a^b", "x" * 1000,
-     "'; DROP TABLE search_docs; --", "<script>alert(1)</script>", "ümlaut ß 量子化", "\x00"],
+    [
+        '"',
+        '"unbalanced',
+        "AND OR NOT",
+        "NEAR(a b)",
+        "*",
+        "col:value",
+        "a^b",
+        "x" * 1000,
+        "'; DROP TABLE search_docs; --",
+        "<script>alert(1)</script>",
+        "ümlaut ß 量子化",
+        "\x00",
+    ],
 )
 def test_search_never_500s(client, q: str) -> None:
     r = client.get("/search", params={"q": q})
@@ -132,7 +155,11 @@ def test_goto_typeahead(client) -> None:
 def test_security_headers_and_cache(client) -> None:
     r = client.get("/terms/fp8")
     csp = r.headers["content-security-policy"]
-    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert (
+        "script-src 'self'" in csp
+        and "unsafe-inline" not in csp
+        and "frame-ancestors 'none'" in csp
+    )
     assert r.headers["x-content-type-options"] == "nosniff"
     assert r.headers["x-request-id"]
     page = soup(r)
@@ -146,7 +173,12 @@ def test_security_headers_and_cache(client) -> None:
 def test_csrf_required_on_unsafe_methods(client) -> None:
     assert client.post("/quiz/term:fp8/x", data={"answer": "1"}).status_code == 403
     hdr = csrf_headers(client)
-    assert client.post("/quiz/term:fp8/x", data={"answer": "1"}, headers={"X-CSRF-Token": "wrong" * 8}).status_code == 403
+    assert (
+        client.post(
+            "/quiz/term:fp8/x", data={"answer": "1"}, headers={"X-CSRF-Token": "wrong" * 8}
+        ).status_code
+        == 403
+    )
     assert client.post("/quiz/term:fp8/x", data={"answer": "1"}, headers=hdr).status_code != 403
 
 

@@ -48,7 +48,9 @@ def test_schema_error_points_at_the_key_line(tmp_path: Path) -> None:
 
 def test_missing_depth(tmp_path: Path) -> None:
     content = make_content(tmp_path)
-    body = "\n".join(f"## {d}\n\n{t.format(t='x')}\n" for d, t in DEPTH_TEXT.items() if d != "Deep dive")
+    body = "\n".join(
+        f"## {d}\n\n{t.format(t='x')}\n" for d, t in DEPTH_TEXT.items() if d != "Deep dive"
+    )
     write_card(content, "alpha", ["beta"], body=body)
     assert any("missing depth section '## Deep dive'" in s for s in problems(content))
 
@@ -72,7 +74,9 @@ def test_related_term_must_exist(tmp_path: Path) -> None:
 def test_lab_must_exist(tmp_path: Path) -> None:
     content = make_content(tmp_path)
     write_card(content, "alpha", ["beta"], labs=["no-such-lab"])
-    assert any("lab 'no-such-lab' does not exist" in s for s in problems(content, {"block-quantize"}))
+    assert any(
+        "lab 'no-such-lab' does not exist" in s for s in problems(content, {"block-quantize"})
+    )
 
 
 def test_duplicate_alias(tmp_path: Path) -> None:
@@ -87,20 +91,38 @@ def test_broken_internal_link_names_its_line(tmp_path: Path) -> None:
     body = body.replace("for a newcomer", "for a [newcomer](/terms/missing-card)")
     path = write_card(content, "alpha", ["beta"], body=body)
     line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if "missing-card" in s)
-    assert f"content/terms/alpha.md:{line}: broken internal link /terms/missing-card" in problems(content)
+    assert f"content/terms/alpha.md:{line}: broken internal link /terms/missing-card" in problems(
+        content
+    )
 
 
 def test_bad_quiz_item(tmp_path: Path) -> None:
     content = make_content(tmp_path)
-    bad = [{"id": "q1", "type": "single", "prompt": "Which one is it?", "choices": ["a", "b"], "answer": 5,
-            "explanation": "Because of reasons."}]
+    bad = [
+        {
+            "id": "q1",
+            "type": "single",
+            "prompt": "Which one is it?",
+            "choices": ["a", "b"],
+            "answer": 5,
+            "explanation": "Because of reasons.",
+        }
+    ]
     write_card(content, "alpha", ["beta"], quiz=bad)
     assert any("quiz.0" in s and "single" in s for s in problems(content))
 
 
 def test_numeric_item_needs_unit(tmp_path: Path) -> None:
     content = make_content(tmp_path)
-    bad = [{"id": "q1", "type": "numeric", "prompt": "How many bytes?", "answer": 3, "explanation": "Three bytes."}]
+    bad = [
+        {
+            "id": "q1",
+            "type": "numeric",
+            "prompt": "How many bytes?",
+            "answer": 3,
+            "explanation": "Three bytes.",
+        }
+    ]
     write_card(content, "alpha", ["beta"], quiz=bad)
     assert any("unit" in s for s in problems(content))
 
@@ -108,7 +130,9 @@ def test_numeric_item_needs_unit(tmp_path: Path) -> None:
 def test_front_matter_missing(tmp_path: Path) -> None:
     content = make_content(tmp_path)
     (content / "terms" / "delta.md").write_text("# no front matter\n")
-    assert "content/terms/delta.md:1: file must start with '---' YAML front matter" in problems(content)
+    assert "content/terms/delta.md:1: file must start with '---' YAML front matter" in problems(
+        content
+    )
 
 
 def test_all_problems_reported_together(tmp_path: Path) -> None:

@@ -70,7 +70,11 @@ def test_relations_are_consistent_both_ways() -> None:
     for slug, t in cat.terms.items():
         for other in t.front.related:
             back = cat.terms[other].front
-            if slug not in back.related and slug not in back.related_one_way and other not in t.front.related_one_way:
+            if (
+                slug not in back.related
+                and slug not in back.related_one_way
+                and other not in t.front.related_one_way
+            ):
                 missing.append(f"{slug} -> {other}")
     assert missing == [], "relations without a reverse link or a reason: " + ", ".join(missing)
     assert all(len(v) >= 3 for v in related_map(cat).values())
@@ -88,12 +92,16 @@ def _facts() -> list[tuple[str, Fact]]:
     return out
 
 
-@pytest.mark.parametrize(("where", "fact"), _facts(), ids=lambda v: v if isinstance(v, str) else v.fn)
+@pytest.mark.parametrize(
+    ("where", "fact"), _facts(), ids=lambda v: v if isinstance(v, str) else v.fn
+)
 def test_stated_numbers_match_the_code(where: str, fact: Fact) -> None:
     from labs.facts import evaluate
 
     got = evaluate(fact.fn, fact.args) * fact.scale
-    assert got == pytest.approx(fact.value, rel=fact.rel, abs=fact.abs), f"{where}: {fact.fn}({fact.args})"
+    assert got == pytest.approx(fact.value, rel=fact.rel, abs=fact.abs), (
+        f"{where}: {fact.fn}({fact.args})"
+    )
 
 
 def test_quiz_answers_with_facts_match_them() -> None:
@@ -101,7 +109,9 @@ def test_quiz_answers_with_facts_match_them() -> None:
     for owner in [*cat.terms.values(), *cat.lessons.values()]:
         for q in owner.front.quiz:
             if q.fact:
-                assert float(q.answer) == pytest.approx(q.fact.value, rel=max(q.tolerance, 1e-9)), f"{owner.path}#{q.id}"
+                assert float(q.answer) == pytest.approx(q.fact.value, rel=max(q.tolerance, 1e-9)), (
+                    f"{owner.path}#{q.id}"
+                )
 
 
 def test_every_lab_is_used_by_a_lesson_or_card() -> None:

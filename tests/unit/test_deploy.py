@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import yaml
 
@@ -59,6 +58,6 @@ def test_compose_topology() -> None:
 
     fields = {f"LOWBIT_{k.upper()}" for k in Settings.model_fields}
     for svc in s.values():
-        for key in (svc.get("environment") or {}):
+        for key in svc.get("environment") or {}:
             if key.startswith("LOWBIT_"):
                 assert key in fields, key

@@ -16,7 +16,9 @@ from app.migrate import downgrade, include_object, upgrade
 def _diff(url: str) -> list:
     engine = create_engine(url)
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"include_object": include_object, "compare_type": True})
+        ctx = MigrationContext.configure(
+            conn, opts={"include_object": include_object, "compare_type": True}
+        )
         diff = compare_metadata(ctx, Base.metadata)
     engine.dispose()
     return diff
@@ -41,8 +43,17 @@ def test_sqlite_models_match_migrations(tmp_path: Path) -> None:
     _roundtrip(url)
     engine = create_engine(url)
     with engine.connect() as c:  # the FTS5 table exists and is fed by triggers
-        c.execute(text("INSERT INTO search_docs(kind, slug, title, aliases, definition, body) VALUES ('term','s','Scale factor','','d','b')"))
-        assert c.execute(text("SELECT count(*) FROM search_fts WHERE search_fts MATCH 'scale'")).scalar() == 1
+        c.execute(
+            text(
+                "INSERT INTO search_docs(kind, slug, title, aliases, definition, body) VALUES ('term','s','Scale factor','','d','b')"
+            )
+        )
+        assert (
+            c.execute(
+                text("SELECT count(*) FROM search_fts WHERE search_fts MATCH 'scale'")
+            ).scalar()
+            == 1
+        )
 
 
 @pytest.mark.postgres

@@ -49,9 +49,20 @@ def test_ordering() -> None:
 
 @pytest.mark.parametrize(
     ("text", "ok"),
-    [("141.1", True), ("141.1 GB", True), ("1.411e11 bytes", True), ("1.411e2", True), ("142.5", True),
-     ("139.7", True), ("142.6", False), ("139.6", False), ("131.4 GiB", True), ("141.1 GiB", False),
-     ("141,100,000,000 B", True), ("141100 MB", True)],
+    [
+        ("141.1", True),
+        ("141.1 GB", True),
+        ("1.411e11 bytes", True),
+        ("1.411e2", True),
+        ("142.5", True),
+        ("139.7", True),
+        ("142.6", False),
+        ("139.6", False),
+        ("131.4 GiB", True),
+        ("141.1 GiB", False),
+        ("141,100,000,000 B", True),
+        ("141100 MB", True),
+    ],
 )
 def test_numeric_tolerance_and_units(text: str, ok: bool) -> None:
     assert grade(GB, {"answer": [text]}).correct is ok
@@ -76,7 +87,9 @@ def test_exact_numeric() -> None:
     assert not grade(EXACT, {"answer": ["327681"]}).correct
 
 
-@pytest.mark.parametrize("text", ["abc", "1.2.3", "nan", "inf", "1e999", "5 parsecs", "", "9" * 100, "141 bits"])
+@pytest.mark.parametrize(
+    "text", ["abc", "1.2.3", "nan", "inf", "1e999", "5 parsecs", "", "9" * 100, "141 bits"]
+)
 def test_numeric_bad_input_is_a_clear_error(text: str) -> None:
     with pytest.raises(AnswerError) as e:
         grade(GB, {"answer": [text]})

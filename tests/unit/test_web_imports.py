@@ -17,6 +17,8 @@ def test_web_app_does_not_import_torch() -> None:
         "bad = sorted(m for m in ('torch', 'numpy', 'matplotlib', 'safetensors') if m in sys.modules)\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"web process imported: {out.stdout.strip()}"

@@ -268,3 +268,11 @@ def test_fp8_latency_target_limits_the_batch():
     tight, _ = run_lab(fp8_savings, {"latency_target_ms": 20})
     assert tight.bf16.best_batch_under_target == 0 and tight.throughput_gain_at_target is None
     assert 0 < tight.fp8.best_batch_under_target < tight.fp8.max_batch
+
+
+def test_kv_capacity_keeps_output_tokens_as_given() -> None:
+    # Regression: the context check once returned prompt + output as the output length.
+    from labs.kv_capacity import Params
+
+    p = Params.model_validate({"prompt_tokens": 4000, "output_tokens": 500})
+    assert p.output_tokens == 500

@@ -1,0 +1,239 @@
+"""Lab turnaround through the real server, queue and worker, against a cold run.
+
+1. Turnaround: POST /api/labs/block-quantize/runs (256×256) → the stream's final
+   event, p50 and p95 over --runs runs (SQLite + SqliteHuey), as a ratio to a cold
+   `lowbit lab run block-quantize --param shape=[256,256]` in a fresh process,
+   which pays the torch import. Target: p50 ≤ 0.1 of the cold run.
+2. Throughput: runs per second with 1 and 2 workers on PostgreSQL + Redis.
+
+Run: .venv/bin/python benchmarks/labs.py [--runs 30] [--throughput-runs 40] [--no-redis]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.factories import make_content  # noqa: E402
+
+PARAMS = {"format": "nvfp4", "shape": [256, 256]}
+COLD_REPEATS = 3
+TARGET_RATIO = 0.1
+POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+def _wait(check: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not come up in {timeout} s")
+
+
+@contextmanager
+def stack(env: dict[str, str], workers: int) -> Iterator[str]:
+    """Server + ``workers`` worker processes; yields the base URL."""
+    port = 8700 + secrets.randbelow(200)
+    full = {**os.environ, **env}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env=full,
+        cwd=ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    workers_ = [
+        subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "worker"],
+            env=full,
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(workers)
+    ]
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: httpx.get(f"{url}/healthz").status_code == 200, 60, "server")
+        for p in workers_:
+            assert p.stderr is not None
+            for line in p.stderr:
+                if "worker started" in line:
+                    break
+            p.stderr.close()
+        yield url
+    finally:
+        procs: list[subprocess.Popen[bytes] | subprocess.Popen[str]] = [server, *workers_]
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+def learner(url: str) -> httpx.Client:
+    c = httpx.Client(base_url=url, timeout=60)
+    c.get("/healthz")
+    c.headers["X-CSRF-Token"] = c.cookies["lowbit_csrf"]
+    return c
+
+
+def turnaround(c: httpx.Client) -> float:
+    """Seconds from POST to the stream's `end` event."""
+    started = time.perf_counter()
+    r = c.post("/api/labs/block-quantize/runs", json=PARAMS)
+    r.raise_for_status()
+    run_id = r.json()["id"]
+    with c.stream("GET", f"/api/runs/{run_id}/events") as s:
+        for line in s.iter_lines():
+            if line == "event: end":
+                break
+    took = time.perf_counter() - started
+    status = c.get(f"/api/runs/{run_id}").json()["status"]
+    if status != "succeeded":
+        raise RuntimeError(f"run {run_id} ended {status}")
+    return took
+
+
+def cold_run() -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "lab",
+            "run",
+            "block-quantize",
+            "--param",
+            "shape=[256,256]",
+            "--param",
+            "format=nvfp4",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    return time.perf_counter() - started
+
+
+def base_env(tmp: Path) -> dict[str, str]:
+    data = tmp / "data"
+    data.mkdir(parents=True)
+    return {
+        "LOWBIT_ENV": "test",
+        "LOWBIT_DATA_DIR": str(data),
+        "LOWBIT_CONTENT_DIR": str(make_content(tmp)),
+        "LOWBIT_MAX_ACTIVE_RUNS": "1000",
+        "LOWBIT_DAILY_RUN_QUOTA": "100000",
+    }
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "migrate"],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+
+
+def throughput(env: dict[str, str], workers: int, n: int) -> float:
+    """Runs per second: n runs submitted at once, until the last one ends."""
+    with stack(env, workers) as url:
+        c = learner(url)
+        for _ in range(2):  # warm-up
+            turnaround(c)
+        started = time.perf_counter()
+        ids = [c.post("/api/labs/block-quantize/runs", json=PARAMS).json()["id"] for _ in range(n)]
+        pending = set(ids)
+        while pending:
+            for run_id in list(pending):
+                if c.get(f"/api/runs/{run_id}").json()["status"] in (
+                    "succeeded",
+                    "failed",
+                    "timed_out",
+                    "cancelled",
+                ):
+                    pending.discard(run_id)
+            time.sleep(0.05)
+        return n / (time.perf_counter() - started)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--throughput-runs", type=int, default=40)
+    ap.add_argument(
+        "--no-redis", action="store_true", help="skip the PostgreSQL + Redis throughput part"
+    )
+    args = ap.parse_args()
+
+    cold = statistics.median(cold_run() for _ in range(COLD_REPEATS))
+    tmp = Path(tempfile.mkdtemp(prefix="lowbit-bench-labs-"))
+    env = base_env(tmp / "sqlite")
+    migrate(env)
+    with stack(env, 1) as url:
+        c = learner(url)
+        for _ in range(3):  # warm-up: first requests, first connections
+            turnaround(c)
+        times = sorted(turnaround(c) for _ in range(args.runs))
+    p50 = statistics.median(times)
+    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+    print(
+        f"cold `lowbit lab run block-quantize` (256x256): {cold:.2f} s (median of {COLD_REPEATS})"
+    )
+    print(f"turnaround via server+queue+worker, {args.runs} runs: p50 {p50:.3f} s, p95 {p95:.3f} s")
+    print(
+        f"ratio p50/cold: {p50 / cold:.3f} (target <= {TARGET_RATIO}); p95/cold: {p95 / cold:.3f}"
+    )
+
+    if not args.no_redis:
+        from sqlalchemy import create_engine, text
+
+        name = f"lowbit_bench_{secrets.token_hex(4)}"
+        admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            env = {
+                **base_env(tmp / "redis"),
+                "LOWBIT_DATABASE_URL": POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}",
+                "LOWBIT_QUEUE_URL": REDIS_URL,
+            }
+            migrate(env)
+            import redis
+
+            redis.Redis.from_url(REDIS_URL).flushdb()
+            rates = {w: throughput(env, w, args.throughput_runs) for w in (1, 2)}
+            print(
+                f"throughput on PostgreSQL+Redis, {args.throughput_runs} runs: 1 worker {rates[1]:.2f} runs/s, 2 workers {rates[2]:.2f} runs/s (x{rates[2] / rates[1]:.2f}; {os.cpu_count()} CPUs)"
+            )
+        finally:
+            redis.Redis.from_url(REDIS_URL).flushdb()
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,383 @@
+"""Lab ``block-quantize``: quantize a tensor to one format and look inside.
+
+The tensor is drawn from a distribution (normal, uniform, Laplace, normal with
+injected outliers) or is the learner's own values — for instance the 16 values
+of one NVFP4 block. The lab shows the codes and scales of the first blocks, the
+stored bytes and bits per value, the error split into rounding error (values
+inside the block's representable range) and clipping error (values beyond it),
+and histograms of the values and of the errors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_validator, model_validator
+
+from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+
+if TYPE_CHECKING:
+    import torch
+
+# The labs.quant format keys, spelled out so validating a request imports no torch
+# (a test checks this equals labs.quant.FORMATS).
+FormatKey = Literal[
+    "int8",
+    "int4",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "mxfp8_e4m3",
+    "mxfp8_e5m2",
+    "mxfp6_e2m3",
+    "mxfp6_e3m2",
+    "mxfp4",
+    "nvfp4",
+    "nf4",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+]
+FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)
+Distribution = Literal["normal", "uniform", "laplace", "outliers", "custom"]
+
+MAX_DIM = 4096  # rows and cols each; 4096 × 4096 float32 = 64 MiB
+DEFAULT_SHAPE = (256, 256)
+MAX_CUSTOM_VALUES = 65_536
+MAX_SEED = 2**31 - 1
+# Outliers: this fraction of the values is multiplied by OUTLIER_SCALE (LLM
+# activations have a few channels ~20-100× the rest).
+OUTLIER_FRACTION = 0.001
+OUTLIER_SCALE = 50.0
+# How much of the quantized tensor the result shows element by element.
+SHOWN_BLOCKS = 4
+SHOWN_ELEMENTS_PER_BLOCK = 32
+HISTOGRAM_BINS = 40
+BITS_PER_BYTE = 8
+FP32_BITS = 32
+BF16_BITS = 16
+
+
+class BlockQuantizeParams(LabParams):
+    format: FormatKey = Field(default="nvfp4", description="The labs.quant format to quantize to")
+    shape: list[int] | None = Field(
+        default=None,
+        min_length=2,
+        max_length=2,
+        description=f"[rows, cols], each 1 to {MAX_DIM}; blocks run along cols. "
+        f"Empty: {DEFAULT_SHAPE[0]}, {DEFAULT_SHAPE[1]}, or 1, len(values) with custom values",
+    )
+    distribution: Distribution = Field(
+        default="normal",
+        description="normal, uniform (-1..1), laplace (heavy-tailed), outliers (normal with "
+        f"{OUTLIER_FRACTION:.1%} of values ×{OUTLIER_SCALE:g}) or custom (your values)",
+    )
+    values: list[FiniteFloat] | None = Field(
+        default=None,
+        max_length=MAX_CUSTOM_VALUES,
+        description="With distribution custom: the tensor's values in row-major order, e.g. the 16 values of one NVFP4 block",
+        validate_default=True,
+    )
+    seed: int = Field(
+        default=0, ge=0, le=MAX_SEED, description="Random seed for the generated distributions"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_shape(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("shape") is None:
+            values = data.get("values")
+            if (
+                data.get("distribution") == "custom"
+                and isinstance(values, list)
+                and 0 < len(values) <= MAX_DIM
+            ):
+                data = {**data, "shape": [1, len(values)]}
+            elif data.get("distribution") != "custom":
+                data = {**data, "shape": list(DEFAULT_SHAPE)}
+        return data
+
+    @field_validator("shape")
+    @classmethod
+    def _dims(cls, shape: list[int] | None) -> list[int] | None:
+        if shape is not None:
+            for name, n in zip(("rows", "cols"), shape, strict=True):
+                if not 1 <= n <= MAX_DIM:
+                    raise ValueError(f"{name} must be between 1 and {MAX_DIM}, not {n}")
+        return shape
+
+    @field_validator("values")
+    @classmethod
+    def _values(cls, values: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        dist = info.data.get("distribution")
+        if dist != "custom":
+            if values is not None:
+                raise ValueError("values are used only with distribution custom")
+            return None
+        if not values:
+            raise ValueError("distribution custom needs values, e.g. [0.1, -2.5, 3.0, …]")
+        shape = info.data.get("shape")
+        if shape is None and "shape" not in info.data:
+            return values  # the shape itself is invalid; its own error says why
+        if shape is None:
+            raise ValueError(
+                f"{len(values)} values need a shape [rows, cols] (more than {MAX_DIM} in one row)"
+            )
+        if shape[0] * shape[1] != len(values):
+            raise ValueError(
+                f"shape {shape} holds {shape[0] * shape[1]} values but {len(values)} were given"
+            )
+        return values
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        assert self.shape is not None
+        return self.shape[0], self.shape[1]
+
+
+class BlockView(BaseModel):
+    index: int
+    scale: float = Field(
+        description="Decoded stored scale of the block (NVFP4: the E4M3 block scale)"
+    )
+    effective_scale: float = Field(
+        description="What one step of the element grid is worth in this block"
+    )
+    offset: float | None = None
+    values: list[float]
+    codes: list[int]
+    dequantized: list[float]
+
+
+class ErrorMetrics(BaseModel):
+    mse: float
+    rmse: float
+    max_abs_error: float
+    mean_abs_error: float
+    sqnr_db: float | None = Field(
+        description="10·log10(Σx² / Σerror²) (labs.quant.metrics); None when the error is zero"
+    )
+    relative_rmse: float | None
+    rounding_mse: float = Field(description="Share of the MSE from values inside the block's range")
+    clipping_mse: float = Field(description="Share of the MSE from values beyond the block's range")
+    clipped: int
+    clipped_fraction: float
+
+
+class Histogram(BaseModel):
+    edges: list[float]
+    counts: list[int]
+
+
+class BlockQuantizeResult(LabResult):
+    format: str
+    element: str
+    scale_type: str
+    shape: list[int]
+    numel: int
+    device: str
+    block_size: int | None
+    n_blocks: int
+    nbytes: int = Field(
+        description="Every stored byte: payload, scales, zero points, tensor scales"
+    )
+    bits_per_value: float = Field(description="8 · nbytes / numel for this tensor")
+    nominal_bits_per_value: float = Field(
+        description="The format's bits per value, scales included"
+    )
+    compression_vs_fp32: float
+    compression_vs_bf16: float
+    metrics: ErrorMetrics
+    first_blocks: list[BlockView]
+    histograms: dict[str, Histogram]
+
+
+def _tensor(params: BlockQuantizeParams, device: str) -> torch.Tensor:
+    import torch
+
+    rows, cols = params.dims
+    if params.distribution == "custom":
+        assert params.values is not None
+        return torch.tensor(params.values, dtype=torch.float32, device=device).reshape(rows, cols)
+    g = torch.Generator(device="cpu").manual_seed(params.seed)
+    if params.distribution == "uniform":
+        x = torch.rand(rows, cols, generator=g) * 2 - 1
+    elif params.distribution == "laplace":
+        # Inverse CDF of the standard Laplace distribution.
+        u = torch.rand(rows, cols, generator=g).clamp(1e-7, 1 - 1e-7) - 0.5
+        x = -torch.sign(u) * torch.log1p(-2 * u.abs())
+    else:
+        x = torch.randn(rows, cols, generator=g)
+        if params.distribution == "outliers":
+            n = max(1, round(OUTLIER_FRACTION * x.numel()))
+            idx = torch.randperm(x.numel(), generator=g)[:n]
+            x.view(-1)[idx] *= OUTLIER_SCALE
+    return x.to(device)
+
+
+def _blocks(x: torch.Tensor, layout: Any, flat: bool) -> torch.Tensor:
+    """``x`` cut into (n_blocks, block_len) the way labs.quant cuts it: rows padded by
+    repeating their last value (flat formats cut the flattened tensor)."""
+    import torch
+
+    rows = x.reshape(1, -1) if flat else x.reshape(layout.n_rows, layout.row_len)
+    pad = layout.padded_row_len - rows.shape[1]
+    if pad:
+        rows = torch.cat([rows, rows[:, -1:].expand(-1, pad)], dim=1)
+    return rows.reshape(layout.n_blocks, layout.block_len)
+
+
+def _valid(layout: Any, flat: bool, device: Any) -> torch.Tensor:
+    import torch
+
+    width = layout.padded_row_len
+    mask = torch.arange(width, device=device) < (layout.numel if flat else layout.row_len)
+    return mask.expand(1 if flat else layout.n_rows, width).reshape(
+        layout.n_blocks, layout.block_len
+    )
+
+
+def _histogram(values: torch.Tensor) -> Histogram:
+    import torch
+
+    v = values.float()
+    lo, hi = float(v.min()), float(v.max())
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts = torch.histc(v, bins=HISTOGRAM_BINS, min=lo, max=hi)
+    step = (hi - lo) / HISTOGRAM_BINS
+    return Histogram(
+        edges=[lo + i * step for i in range(HISTOGRAM_BINS + 1)],
+        counts=[int(c) for c in counts.tolist()],
+    )
+
+
+def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
+    from labs.quant import FORMATS, quantize
+    from labs.quant.metrics import error_report
+
+    fmt = FORMATS[params.format]
+    rows, cols = params.dims
+    ctx.progress(0.05, "making the tensor")
+    x = _tensor(params, ctx.device)
+    ctx.log(
+        f"x: {params.distribution} {rows}×{cols} float32 on {x.device} (seed {params.seed}); format {params.format}"
+    )
+    ctx.progress(0.25, f"quantizing to {params.format}")
+    q = quantize(x, params.format)
+    deq = q.dequantize()
+    ctx.progress(0.6, "measuring the error")
+    layout = q.layout
+    flat = fmt.layout_kind == "flat"
+    xb, db = _blocks(x, layout, flat), _blocks(deq, layout, flat)
+    valid = _valid(layout, flat, x.device)
+    report = error_report(x, q)
+    signal_ms = float(x.double().pow(2).mean())
+    metrics = ErrorMetrics(
+        mse=report.mse,
+        rmse=report.rmse,
+        max_abs_error=report.max_abs_error,
+        mean_abs_error=report.mean_abs_error,
+        sqnr_db=report.sqnr_db if math.isfinite(report.sqnr_db) else None,
+        relative_rmse=math.sqrt(report.mse / signal_ms) if signal_ms > 0 else None,
+        rounding_mse=report.rounding_mse,
+        clipping_mse=report.clipping_mse,
+        clipped=report.clipped_count,
+        clipped_fraction=report.clipped_fraction,
+    )
+
+    scale, offset = q.scale_offset()
+    stored = q.scales.reshape(-1)
+    per_row = max(1, layout.padded_row_len // layout.block_len) if not flat else layout.n_blocks
+    shown = []
+    for b in range(min(SHOWN_BLOCKS, per_row)):
+        keep = valid[b][:SHOWN_ELEMENTS_PER_BLOCK]
+        s_idx = (
+            b if stored.numel() == layout.n_blocks else (0 if stored.numel() == 1 else b // per_row)
+        )
+        shown.append(
+            BlockView(
+                index=b,
+                scale=float(stored[s_idx]),
+                effective_scale=float(scale.reshape(-1)[b]),
+                offset=None if offset is None else float(offset.reshape(-1)[b]),
+                values=[float(v) for v in xb[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
+                codes=[int(c) for c in q.qdata[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
+                dequantized=[float(v) for v in db[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
+            )
+        )
+    first = shown[0]
+    ctx.table(
+        f"block 0: {len(first.values)} values, scale {first.scale:.6g}",
+        ["i", "value", "code", "dequantized", "error"],
+        [
+            [i, v, c, d, d - v]
+            for i, (v, c, d) in enumerate(
+                zip(first.values, first.codes, first.dequantized, strict=True)
+            )
+        ],
+    )
+    ctx.table(
+        "first blocks",
+        ["block", "stored scale", "effective scale", "absmax", "max |error|"],
+        [
+            [
+                bv.index,
+                bv.scale,
+                bv.effective_scale,
+                max(abs(v) for v in bv.values),
+                max(abs(d - v) for v, d in zip(bv.values, bv.dequantized, strict=True)),
+            ]
+            for bv in shown
+        ],
+    )
+    bits = BITS_PER_BYTE * q.nbytes / layout.numel
+    ctx.metric("bits_per_value", bits, "bits", "bits per value (scales included)")
+    ctx.metric("nbytes", float(q.nbytes), "bytes", "stored bytes")
+    if metrics.sqnr_db is not None:
+        ctx.metric("sqnr_db", metrics.sqnr_db, "dB", "SQNR")
+    ctx.metric("rmse", metrics.rmse, "", "RMS error")
+    ctx.metric("clipped_fraction", metrics.clipped_fraction * 100, "%", "values clipped")
+
+    ctx.progress(0.8, "histograms")
+    hists = {"values": _histogram(x.reshape(-1)), "errors": _histogram((deq - x).reshape(-1))}
+    for name, label in (("values", "value"), ("errors", "dequantized − value")):
+        # Data only: the page draws the bars itself (fast, and styled by the page).
+        ctx.plot(
+            f"{name} ({params.format})",
+            "",
+            {"kind": "histogram", "x_label": label, **hists[name].model_dump()},
+        )
+    nominal = fmt.bits_per_value
+    ctx.progress(1.0, "done")
+    return BlockQuantizeResult(
+        format=params.format,
+        element=fmt.element,
+        scale_type=fmt.scale_type,
+        shape=[rows, cols],
+        numel=layout.numel,
+        device=str(x.device),
+        block_size=fmt.block_size,
+        n_blocks=layout.n_blocks,
+        nbytes=q.nbytes,
+        bits_per_value=bits,
+        nominal_bits_per_value=nominal,
+        compression_vs_fp32=FP32_BITS / bits,
+        compression_vs_bf16=BF16_BITS / bits,
+        metrics=metrics,
+        first_blocks=shown,
+        histograms=hists,
+    )
+
+
+LAB = Lab(
+    id="block-quantize",
+    title="Block-quantize a tensor",
+    summary="Quantize a tensor (normal, uniform, heavy-tailed, with outliers, or your own values) to int8/int4, FP8, MX, NVFP4, NF4 or GGUF formats; see the codes and scales of the first blocks, bits per value, and the error split into rounding and clipping.",
+    needs_gpu=NeedsGPU.preferred,
+    params=BlockQuantizeParams,
+    run=run,
+    time_limit_s=120.0,
+    memory_limit_mb=2048,
+    numeric_outputs=(("bits_per_value", "bits"), ("nbytes", "bytes")),
+)

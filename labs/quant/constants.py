@@ -1,0 +1,136 @@
+"""Named limits of every number format labs.quant knows, with the spec each comes from.
+
+Nothing in the quantization math uses a bare number: it uses these names. Other code
+(labs, content checks) reads them too, for example ``FORMAT_LIMITS["fp8_e4m3"]``.
+
+Sources:
+- OCP Microscaling Formats (MX) Specification v1.0, section 5 (element types) and
+  section 5.4 (E8M0 scale): https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf
+- OCP 8-bit Floating Point Specification (OFP8) rev 1.0 (E4M3 and E5M2).
+- NVIDIA, "NVFP4" (cuBLAS 1D block scaling; Blackwell PTX ``cvt`` to e2m1x2 / ue4m3).
+- Dettmers et al., "QLoRA" (arXiv:2305.14314), appendix E: the NF4 table; bitsandbytes
+  ``functional.get_4bit_type("nf4")`` holds the same float32 values.
+- llama.cpp ``ggml/src/ggml-common.h`` (block structs) and ``ggml-quants.c``
+  (``quantize_row_q8_0_ref``, ``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+# --- IEEE binary32 / binary16 bit layout -------------------------------------------------
+F32_MANTISSA_BITS = 23
+F32_EXPONENT_BITS = 8
+F32_EXPONENT_BIAS = 127
+F32_EXPONENT_MASK = 0xFF  # after shifting the mantissa away
+F32_MANTISSA_MASK = (1 << F32_MANTISSA_BITS) - 1
+F32_SIGN_MASK = 0x7FFFFFFF  # clears the sign bit when AND-ed
+F32_MIN_SUBNORMAL_EXPONENT = -149  # 2**-149 is the smallest positive float32
+F32_MIN_NORMAL_EXPONENT = -126
+F16_MAX = 65504.0  # largest finite IEEE binary16; GGUF stores its block scales in fp16
+
+# --- Element minifloats (OCP MX v1.0 section 5.3, OFP8) -----------------------------------
+F4_E2M1_MAX = 6.0
+F4_E2M1_EXPONENT_BIAS = 1
+F6_E2M3_MAX = 7.5
+F6_E2M3_EXPONENT_BIAS = 1
+F6_E3M2_MAX = 28.0
+F6_E3M2_EXPONENT_BIAS = 3
+F8_E4M3_MAX = 448.0  # E4M3 "fn": S.1111.111 is NaN, so the top normal is 1.75 * 2**8
+F8_E4M3_EXPONENT_BIAS = 7
+F8_E5M2_MAX = 57344.0  # E5M2 is IEEE-like: exponent 31 holds Inf and NaN
+F8_E5M2_EXPONENT_BIAS = 15
+
+# emax_elem: the exponent of the largest power of two an element type holds (MX table 1).
+F4_E2M1_EMAX = 2
+F6_E2M3_EMAX = 2
+F6_E3M2_EMAX = 4
+F8_E4M3_EMAX = 8
+F8_E5M2_EMAX = 15
+
+# --- E8M0 shared scale (OCP MX v1.0 section 5.4) -----------------------------------------
+E8M0_EXPONENT_BIAS = 127
+E8M0_NAN = 0xFF  # the only special value; there is no zero and no infinity
+E8M0_MAX_FINITE = 0xFE  # 2**127
+E8M0_MIN_EXPONENT = -127  # code 0 is 2**-127
+
+# --- Block sizes ---------------------------------------------------------------------------
+MX_BLOCK_SIZE = 32  # OCP MX v1.0: k = 32 for every concrete MX format
+NVFP4_BLOCK_SIZE = 16
+NF4_BLOCK_SIZE = 64  # QLoRA / bitsandbytes default blocksize
+NF4_DOUBLE_QUANT_BLOCK_SIZE = 256  # QLoRA: absmax values quantized in blocks of 256
+QK8_0 = 32  # ggml-common.h: #define QK8_0 32
+QK4_0 = 32  # ggml-common.h: #define QK4_0 32
+QK4_1 = 32  # ggml-common.h: #define QK4_1 32
+
+# --- Integer grids -------------------------------------------------------------------------
+INT8_SYMMETRIC_MAX = 127  # symmetric absmax uses [-127, 127] so that -x is representable
+INT4_SYMMETRIC_MAX = 7
+Q8_0_MAX = 127  # ggml-quants.c: d = amax / ((1 << 7) - 1)
+Q4_0_MAX_NEGATIVE = -8  # ggml-quants.c: d = max / -8
+Q4_0_OFFSET = 8  # stored nibble = q + 8
+Q4_0_ROUNDING_BIAS = 8.5  # ggml-quants.c: (int8_t)(x0 + 8.5f), truncating
+Q4_1_LEVELS = 15  # ggml-quants.c: d = (max - min) / ((1 << 4) - 1)
+Q4_1_ROUNDING_BIAS = 0.5  # ggml-quants.c: (int8_t)(x0 + 0.5f), truncating
+NIBBLE_MAX = 15
+NIBBLE_BITS = 4
+NIBBLE_MASK = 0x0F
+
+# --- NF4 (QLoRA appendix E; bitsandbytes get_4bit_type("nf4")) ----------------------------
+NF4_TABLE = (
+    -1.0,
+    -0.6961928009986877,
+    -0.5250730514526367,
+    -0.39491748809814453,
+    -0.28444138169288635,
+    -0.18477343022823334,
+    -0.09105003625154495,
+    0.0,
+    0.07958029955625534,
+    0.16093020141124725,
+    0.24611230194568634,
+    0.33791524171829224,
+    0.44070982933044434,
+    0.5626170039176941,
+    0.7229568362236023,
+    1.0,
+)
+# bitsandbytes clamps absmax to this before taking 1/absmax, so a zero block stays finite.
+NF4_ABSMAX_FLOOR = 1e-38
+NF4_NORMALIZED_MAX = 1.0
+
+# --- Storage sizes -------------------------------------------------------------------------
+BITS_PER_BYTE = 8
+FP32_BYTES = 4
+FP16_BYTES = 2
+E8M0_BYTES = 1
+E4M3_BYTES = 1
+
+#: The largest finite magnitude and the number of bits of each element type, by format key
+#: and by element name, so that other code can read e.g. FORMAT_LIMITS["nvfp4"]["max"].
+FORMAT_LIMITS = MappingProxyType(
+    {
+        "e2m1": MappingProxyType({"max": F4_E2M1_MAX, "bits": 4, "emax": F4_E2M1_EMAX}),
+        "e2m3": MappingProxyType({"max": F6_E2M3_MAX, "bits": 6, "emax": F6_E2M3_EMAX}),
+        "e3m2": MappingProxyType({"max": F6_E3M2_MAX, "bits": 6, "emax": F6_E3M2_EMAX}),
+        "e4m3": MappingProxyType({"max": F8_E4M3_MAX, "bits": 8, "emax": F8_E4M3_EMAX}),
+        "e5m2": MappingProxyType({"max": F8_E5M2_MAX, "bits": 8, "emax": F8_E5M2_EMAX}),
+        "int8": MappingProxyType({"max": float(INT8_SYMMETRIC_MAX), "bits": 8}),
+        "int4": MappingProxyType({"max": float(INT4_SYMMETRIC_MAX), "bits": 4}),
+        "fp8_e4m3": MappingProxyType({"max": F8_E4M3_MAX, "bits": 8}),
+        "fp8_e5m2": MappingProxyType({"max": F8_E5M2_MAX, "bits": 8}),
+        "mxfp8_e4m3": MappingProxyType({"max": F8_E4M3_MAX, "bits": 8}),
+        "mxfp8_e5m2": MappingProxyType({"max": F8_E5M2_MAX, "bits": 8}),
+        "mxfp6_e2m3": MappingProxyType({"max": F6_E2M3_MAX, "bits": 6}),
+        "mxfp6_e3m2": MappingProxyType({"max": F6_E3M2_MAX, "bits": 6}),
+        "mxfp4": MappingProxyType({"max": F4_E2M1_MAX, "bits": 4}),
+        "nvfp4": MappingProxyType({"max": F4_E2M1_MAX, "bits": 4, "scale_max": F8_E4M3_MAX}),
+        "nf4": MappingProxyType({"max": NF4_NORMALIZED_MAX, "bits": 4}),
+        "q8_0": MappingProxyType({"max": float(Q8_0_MAX), "bits": 8, "scale_max": F16_MAX}),
+        "q4_0": MappingProxyType(
+            {"max": float(-Q4_0_MAX_NEGATIVE), "bits": 4, "scale_max": F16_MAX}
+        ),
+        "q4_1": MappingProxyType({"max": float(Q4_1_LEVELS), "bits": 4, "scale_max": F16_MAX}),
+        "e8m0": MappingProxyType({"max": 2.0**127, "bits": 8, "bias": E8M0_EXPONENT_BIAS}),
+    }
+)

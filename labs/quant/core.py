@@ -1,0 +1,552 @@
+"""The Format base class, the registry, QuantizedTensor and ``quantize``.
+
+Each format is one class registered by key (``class Q4_0(Format, key="q4_0")``) that
+implements only block-level work, in three steps: ``block_stats`` (per-block reductions
+such as absmax), ``block_scales`` (the stored scales, and what the encoder multiplies or
+divides by) and ``encode_blocks`` (elements to codes), plus ``decode_elements`` for the
+way back. This base class does everything around the blocks: it checks the input,
+flattens it to rows, pads the last dim up to a whole number of blocks, hands the blocks
+over in cache-sized chunks, checks for non-finite input, and reassembles shapes.
+
+Why chunks: in eager torch every elementwise op reads and writes its whole operand, so a
+quantizer of twenty ops would stream a 64 MiB tensor through memory twenty times. Feeding
+256 KiB of blocks per thread at a time keeps the intermediates in L2 cache. Chunks are
+whole blocks and every op inside is elementwise or per block, so the result does not
+depend on the chunk size (tests compare CPU and CUDA bit for bit). On an accelerator the
+chunk is large, since there the cost is kernel launches, not cache misses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from labs.quant import constants as C
+from labs.quant.blockops import block_absmax
+
+if TYPE_CHECKING:
+    import torch
+
+NONFINITE_MODES = ("raise", "propagate")
+# Per CPU thread: 256 KiB of float32, so a chunk and its temporaries stay in L2.
+CPU_CHUNK_ELEMENTS = 1 << 16
+ACCELERATOR_CHUNK_ELEMENTS = 1 << 26
+
+_REGISTRY: dict[str, type[Format]] = {}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a tensor of ``shape`` is cut into blocks.
+
+    "rows" formats put blocks along the last dim: the tensor is viewed as ``n_rows`` rows
+    of ``row_len``, each padded to ``padded_row_len`` (a multiple of ``block_len``).
+    "flat" formats (NF4, like bitsandbytes) cut the flattened tensor: one row of
+    ``numel``. Padding repeats the row's last value, which leaves every block statistic
+    (absmax, min, max, the first element of largest magnitude) unchanged.
+    """
+
+    shape: tuple[int, ...]
+    n_rows: int
+    row_len: int
+    block_len: int
+    padded_row_len: int
+
+    @property
+    def numel(self) -> int:
+        return self.n_rows * self.row_len
+
+    @property
+    def stored(self) -> int:
+        """Elements actually stored, padding included."""
+        return self.n_rows * self.padded_row_len
+
+    @property
+    def padded(self) -> int:
+        return self.stored - self.numel
+
+    @property
+    def n_blocks(self) -> int:
+        return self.stored // self.block_len
+
+
+@dataclass(frozen=True)
+class Format(ABC):
+    """A number format with its options; instances are immutable.
+
+    Subclasses are dataclasses whose fields are the format's options (every option has a
+    default). ``FORMATS[key]`` holds the instance with default options;
+    ``configure(**options)`` returns a variant.
+    """
+
+    nonfinite: str = "raise"
+
+    key: ClassVar[str] = ""
+    layout_kind: ClassVar[str] = "rows"
+    element: ClassVar[str] = ""  # element type, for docs and labs: "E2M1", "int4", ...
+    scale_type: ClassVar[str] = ""  # stored scale type, for docs and labs: "E8M0", "fp16", ...
+    reference: ClassVar[str] = ""  # what it matches, for docs and labs
+
+    def __init_subclass__(cls, key: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if key is not None:
+            if key in _REGISTRY:
+                raise ValueError(f"format key {key!r} is registered twice")
+            cls.key = key
+            _REGISTRY[key] = cls
+
+    def __post_init__(self) -> None:
+        if self.nonfinite not in NONFINITE_MODES:
+            raise ValueError(
+                f"{self.key}: nonfinite={self.nonfinite!r} is not one of {list(NONFINITE_MODES)}"
+            )
+
+    # --- options -------------------------------------------------------------------------
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+
+    def options(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.option_names()}
+
+    def configure(self, **options: Any) -> Format:
+        """This format with some options changed; unknown names raise ValueError."""
+        unknown = sorted(set(options) - set(self.option_names()))
+        if unknown:
+            raise ValueError(
+                f"{self.key}: unknown option(s) {unknown}; valid options are {self.option_names()}"
+            )
+        return dataclasses.replace(self, **options) if options else self
+
+    # --- sizes ---------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def block_size(self) -> int | None:
+        """Elements that share one scale, or None when a whole row or tensor does."""
+
+    @property
+    @abstractmethod
+    def bits_per_value(self) -> float:
+        """Stored bits per element, element bits plus per-block scales and zero points.
+
+        Per-tensor values (an NVFP4 tensor scale) and per-row scales (``granularity=
+        "channel"``) depend on the shape and are left out; ``storage_bytes`` counts them.
+        """
+
+    @abstractmethod
+    def storage_bytes(self, layout: Layout) -> int:
+        """Every stored byte for a tensor cut as ``layout``: payload, scales, zero points
+        and per-tensor values."""
+
+    @abstractmethod
+    def payload_bytes(self, layout: Layout) -> int:
+        """Bytes of element codes alone (no scales)."""
+
+    def block_len_for(self, row_len: int) -> int:
+        """Elements per block for rows of ``row_len`` (the row itself when unblocked)."""
+        return self.block_size or row_len
+
+    def layout_for(self, shape: tuple[int, ...]) -> Layout:
+        numel = math.prod(shape)
+        if self.layout_kind == "flat":
+            n_rows, row_len = 1, numel
+        else:
+            row_len = shape[-1] if shape else 1
+            n_rows = numel // row_len if row_len else 0
+        block_len = self.block_len_for(row_len)
+        padded_row_len = -(-row_len // block_len) * block_len
+        return Layout(tuple(shape), n_rows, row_len, block_len, padded_row_len)
+
+    # --- what each format implements ----------------------------------------------------
+
+    @property
+    def code_dtype(self) -> torch.dtype:
+        import torch
+
+        return torch.uint8
+
+    def tensor_fields(
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """Per-tensor values (e.g. ``tensor_amax``, which the non-finite check reads, and
+        ``tensor_scale_fp32``), from the blocks or from every block's ``stats`` (empty
+        when ``has_block_stats`` is False). Default: none."""
+        return {}
+
+    @property
+    def has_block_stats(self) -> bool:
+        """False when every scale is per tensor (then ``block_stats`` is not called)."""
+        return True
+
+    def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-block float32 reductions of (n, block_len) blocks, each of shape (n,).
+        Each must be NaN or Inf when its block holds a non-finite value (the non-finite
+        check reads them). Default: ``{"amax": max |x|}``."""
+        return {"amax": block_absmax(x_hp)}
+
+    @abstractmethod
+    def block_scales(
+        self, stats: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """From every block's stats: the stored per-block fields (e.g. ``scale_e8m0``) and
+        the per-block parameters ``encode_blocks`` needs (e.g. ``inverse``), all (n_blocks,)."""
+
+    @abstractmethod
+    def encode_blocks(
+        self,
+        x_hp: torch.Tensor,
+        params: Mapping[str, torch.Tensor],
+        tensor: Mapping[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """Codes of (n, block_len) float32 blocks, given their rows of ``params``.
+        ``x_hp`` may be a view of the caller's tensor: never modify it in place."""
+
+    def finalize(
+        self, fields: dict[str, torch.Tensor], tensor: dict[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Post-process after all blocks (NF4's double quantization). Default: nothing."""
+        return fields, tensor
+
+    @abstractmethod
+    def decode_elements(self, codes: torch.Tensor) -> torch.Tensor:
+        """Codes to their float32 element values, before any scale (a new tensor)."""
+
+    @abstractmethod
+    def scale_offset(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per block (1-D, n_blocks long): the effective float32 scale and the additive
+        offset (None when zero), so that ``value = element * scale + offset``."""
+
+    @property
+    def scale_scope(self) -> str:
+        """Where one scale applies: "tensor", "channel" (one row) or "block"."""
+        return "block"
+
+    def dequantize_blocks(
+        self, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None
+    ) -> torch.Tensor:
+        """(n, block_len) codes back to float32, given each block's scale and offset."""
+        out = self.decode_elements(codes).mul_(scale[:, None])
+        if offset is not None:
+            out.add_(offset[:, None])
+        return out
+
+    @abstractmethod
+    def decode_scales(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """The decoded stored scales, float32, 1-D in row-major block order."""
+
+    def decode_zero_points(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor | None:
+        """Stored zero points or block minimums, None for symmetric formats."""
+        return None
+
+    @abstractmethod
+    def pack(
+        self,
+        codes: torch.Tensor,
+        fields: Mapping[str, torch.Tensor],
+        tensor: Mapping[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """The stored bytes as a flat uint8 tensor (see each format for the layout)."""
+
+    @abstractmethod
+    def element_range(self) -> tuple[float, float]:
+        """The smallest and largest element value the quantizer produces (before scaling)."""
+
+    # --- the shared pipeline --------------------------------------------------------------
+
+    def quantize(self, x: torch.Tensor) -> QuantizedTensor:
+        """Quantize ``x`` (any float dtype, any device); blocks run along the last dim."""
+        import torch
+
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{self.key}: expected a torch.Tensor, got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise ValueError(f"{self.key}: expected a floating-point tensor, got {x.dtype}")
+        if x.numel() == 0:
+            raise ValueError(
+                f"{self.key}: cannot quantize an empty tensor (shape {tuple(x.shape)})"
+            )
+        x = x.detach()  # quantization is not differentiable; keep autograd out of it
+        layout = self.layout_for(tuple(x.shape))
+        x_rows = x.reshape(layout.n_rows, layout.row_len)
+        if layout.padded_row_len > layout.row_len:
+            pad = layout.padded_row_len - layout.row_len
+            x_rows = torch.cat([x_rows, x_rows[:, -1:].expand(-1, pad)], dim=1)
+        x_blocks = x_rows.reshape(layout.n_blocks, layout.block_len)
+
+        step = _chunk_blocks(layout.block_len, x.device)
+        starts = range(0, layout.n_blocks, step)
+
+        stats: dict[str, torch.Tensor] = {}
+        if self.has_block_stats:
+            parts: dict[str, list[torch.Tensor]] = {}
+            for start in starts:
+                chunk = x_blocks[start : start + step].to(torch.float32)
+                for name, value in self.block_stats(chunk).items():
+                    parts.setdefault(name, []).append(value)
+            stats = {name: _cat(values) for name, values in parts.items()}
+        tensor = self.tensor_fields(x_blocks, stats)
+        fields, params = self.block_scales(stats, tensor)
+        if self.nonfinite == "raise":
+            _raise_if_nonfinite(self.key, x, [*stats.values(), *fields.values(), *tensor.values()])
+
+        codes = torch.empty(x_blocks.shape, dtype=self.code_dtype, device=x.device)
+        for start in starts:
+            stop = start + step
+            chunk = x_blocks[start:stop].to(torch.float32)
+            chunk_params = {name: value[start:stop] for name, value in params.items()}
+            codes[start:stop] = self.encode_blocks(chunk, chunk_params, tensor)
+        fields, tensor = self.finalize(fields, tensor)
+        return QuantizedTensor(self, layout, x.dtype, codes, fields, tensor)
+
+
+def _cat(values: list[torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    return values[0] if len(values) == 1 else torch.cat(values)
+
+
+@dataclass(frozen=True)
+class Affine:
+    """``value = element * scale + offset``: element values shaped like the blocks
+    (n_blocks, block_len); ``scale`` and ``offset`` per block (offset None when zero);
+    ``scope`` says where the scale is constant: "tensor", "channel" or "block"."""
+
+    elements: torch.Tensor
+    scale: torch.Tensor
+    offset: torch.Tensor | None
+    scope: str
+
+
+class QuantizedTensor:
+    """The result of ``quantize``: codes and scales plus what is needed to undo them.
+
+    ``codes`` (same shape as the input, integer), ``scales`` (float32, 1-D, row-major
+    block order), ``nbytes`` (every stored byte), ``padded`` (elements added to fill the
+    last block of each row), ``dequantize()`` and ``to_bytes()``.
+    """
+
+    def __init__(
+        self,
+        fmt: Format,
+        layout: Layout,
+        dtype: torch.dtype,
+        qdata: torch.Tensor,
+        fields: dict[str, torch.Tensor],
+        tensor: dict[str, torch.Tensor],
+    ) -> None:
+        self.format = fmt
+        self.layout = layout
+        self.dtype = dtype
+        self.qdata = qdata  # (n_blocks, block_len) codes, padding included
+        self.fields = fields
+        self.tensor_fields = tensor
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{k}={v!r}" for k, v in self.format.options().items())
+        return (
+            f"QuantizedTensor({self.format.key}, shape={self.shape}, {options}, "
+            f"nbytes={self.nbytes}, padded={self.padded})"
+        )
+
+    @property
+    def key(self) -> str:
+        return self.format.key
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layout.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.qdata.device
+
+    @property
+    def padded(self) -> int:
+        """Elements added to complete the last block of each row (0 when none)."""
+        return self.layout.padded
+
+    @property
+    def n_blocks(self) -> int:
+        return self.layout.n_blocks
+
+    @property
+    def nbytes(self) -> int:
+        """Every stored byte: payload, block scales, zero points, per-tensor scales."""
+        return self.format.storage_bytes(self.layout)
+
+    @property
+    def payload_nbytes(self) -> int:
+        return self.format.payload_bytes(self.layout)
+
+    @property
+    def codes(self) -> torch.Tensor:
+        """Each element's code, unpacked, same shape as the input."""
+        return self.unblock(self.qdata)
+
+    @property
+    def scales(self) -> torch.Tensor:
+        """Decoded stored scales (float32, 1-D, row-major block order).
+
+        One per block for block formats, one per row for ``granularity="channel"``, a
+        single value for ``granularity="tensor"``. NVFP4's are the decoded E4M3 block
+        scales; its float32 tensor scale is ``tensor_scale``.
+        """
+        return self.format.decode_scales(self.fields, self.tensor_fields)
+
+    @property
+    def tensor_scale(self) -> torch.Tensor | None:
+        """The float32 per-tensor scale of two-level formats (NVFP4), else None."""
+        return self.tensor_fields.get("tensor_scale_fp32")
+
+    @property
+    def zero_points(self) -> torch.Tensor | None:
+        """Stored zero points (int formats with ``zero_point=True``) or block minimums
+        (q4_1's ``m``, decoded to float32); None for symmetric formats."""
+        return self.format.decode_zero_points(self.fields, self.tensor_fields)
+
+    def unblock(self, blocks: torch.Tensor) -> torch.Tensor:
+        """(n_blocks, block_len) back to the input's shape, padding dropped."""
+        layout = self.layout
+        rows = blocks.reshape(layout.n_rows, layout.padded_row_len)
+        if layout.padded:
+            rows = rows[:, : layout.row_len]
+        return rows.reshape(layout.shape)
+
+    def scale_offset(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per block: effective float32 scale and additive offset (None when zero)."""
+        return self.format.scale_offset(self.fields, self.tensor_fields, self.layout)
+
+    def dequantize(self) -> torch.Tensor:
+        """Float32 tensor with the input's shape, on the input's device."""
+        import torch
+
+        scale, offset = self.scale_offset()
+        out = torch.empty(self.qdata.shape, dtype=torch.float32, device=self.device)
+        step = _chunk_blocks(self.layout.block_len, self.device)
+        for start in range(0, self.layout.n_blocks, step):
+            stop = start + step
+            out[start:stop] = self.format.dequantize_blocks(
+                self.qdata[start:stop],
+                scale[start:stop],
+                None if offset is None else offset[start:stop],
+            )
+        return self.unblock(out)
+
+    def affine(self) -> Affine:
+        """Element values (blocks), per-block scale and offset: see ``Affine``."""
+        scale, offset = self.scale_offset()
+        elements = self.format.decode_elements(self.qdata)
+        return Affine(elements, scale, offset, self.format.scale_scope)
+
+    def block_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per block, the smallest and largest value the quantizer can produce (float32).
+        A value outside them was clipped."""
+        import torch
+
+        scale, offset = self.scale_offset()
+        lo_elem, hi_elem = self.format.element_range()
+        lo = torch.minimum(lo_elem * scale, hi_elem * scale)
+        hi = torch.maximum(lo_elem * scale, hi_elem * scale)
+        if offset is not None:
+            lo, hi = lo + offset, hi + offset
+        return lo, hi
+
+    def to_bytes(self) -> bytes:
+        """The packed stored representation (GGUF's block layout for q8_0/q4_0/q4_1)."""
+        packed = self.format.pack(self.qdata, self.fields, self.tensor_fields)
+        return packed.cpu().numpy().tobytes()
+
+
+def _chunk_blocks(block_len: int, device: torch.device) -> int:
+    import torch
+
+    if device.type == "cpu":
+        target = CPU_CHUNK_ELEMENTS * torch.get_num_threads()
+    else:
+        target = ACCELERATOR_CHUNK_ELEMENTS
+    return max(1, target // max(block_len, 1))
+
+
+def _raise_if_nonfinite(key: str, x: torch.Tensor, values: list[torch.Tensor]) -> None:
+    """Raise ValueError naming the first non-finite input, if any of ``values`` (block
+    stats and floating-point scales) is not finite."""
+    import torch
+
+    floats = [v for v in values if v.is_floating_point()]
+    if all(bool(torch.isfinite(v).all()) for v in floats):
+        return
+    flat = x.reshape(-1)
+    bad = torch.nonzero(~torch.isfinite(flat))
+    if bad.numel() == 0:
+        raise ValueError(
+            f"{key}: a block scale is not finite although every input is: the values are "
+            f"too large for the format's scale type (see FORMAT_LIMITS[{key!r}])"
+        )
+    flat_index = int(bad[0, 0])
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), x.shape))
+    value = float(flat[flat_index])
+    raise ValueError(
+        f"{key}: non-finite value {value} at index {index}; pass nonfinite='propagate' "
+        "to keep the format's own NaN/Inf behaviour"
+    )
+
+
+# --- public entry points -------------------------------------------------------------------
+
+
+def registry() -> Mapping[str, type[Format]]:
+    return _REGISTRY
+
+
+def get_format(fmt: str | Format, **options: Any) -> Format:
+    """The format for ``fmt`` (a key or a Format) with ``options`` applied."""
+    from labs.quant import FORMATS
+
+    if isinstance(fmt, Format):
+        return fmt.configure(**options)
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; valid formats are {sorted(FORMATS)}")
+    return FORMATS[fmt].configure(**options)
+
+
+def quantize(x: torch.Tensor, fmt: str | Format, **options: Any) -> QuantizedTensor:
+    """Quantize ``x`` to format ``fmt`` (a key of FORMATS) with the format's options.
+
+    Options by format: ``granularity`` ("tensor" | "channel" | block size, for int8,
+    int4, fp8_e4m3, fp8_e5m2), ``zero_point`` (int8, int4), ``scale_rounding``
+    ("floor" | "rceil", MX formats), ``double_quant`` (nf4), and ``nonfinite``
+    ("raise" | "propagate", every format). Unknown keys or options raise ValueError.
+    """
+    return get_format(fmt, **options).quantize(x)
+
+
+def bits_per_value(fmt: str, shape: tuple[int, ...] | None = None, **options: Any) -> float:
+    """Stored bits per element of ``fmt``, scales and zero points included.
+
+    Without ``shape``: element bits plus per-block scale, zero-point and (NF4 double
+    quantization) second-level bits, e.g. q4_0 4.5, mxfp4 4.25, nvfp4 4.5; values stored
+    once per tensor or per row are left out since they depend on the shape. With
+    ``shape``: exact, ``8 * storage bytes / elements`` for a tensor of that shape.
+
+    Scale types: int8/int4 and fp8_e4m3/fp8_e5m2 store float32 scales (4 bytes per
+    tensor, row or block) and, with ``zero_point=True``, one zero point of the element
+    width (8 or 4 bits) per scale. So ``bits_per_value("int4", granularity=128)`` is
+    4 + 32/128 = 4.25, and 4 + 36/128 = 4.28125 with a zero point.
+    """
+    f = get_format(fmt, **options)
+    if shape is None:
+        return f.bits_per_value
+    layout = f.layout_for(tuple(shape))
+    return C.BITS_PER_BYTE * f.storage_bytes(layout) / layout.numel

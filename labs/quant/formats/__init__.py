@@ -1,0 +1,5 @@
+"""One module per format family; importing this package registers every format."""
+
+from labs.quant.formats import fp8, gguf, integer, mx, nf4, nvfp4
+
+__all__ = ["fp8", "gguf", "integer", "mx", "nf4", "nvfp4"]

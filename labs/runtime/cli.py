@@ -1,0 +1,141 @@
+"""What ``lowbit lab list``, ``lowbit lab run`` and ``lowbit worker`` do."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.settings import Settings
+from labs.base import EventContext, Lab, NeedsGPU
+from labs.registry import all_labs
+from labs.runtime.forms import field_errors
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``k=v`` pairs; ``v`` is JSON when it parses as JSON (``shape=[256,256]``), else a string."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--param {pair!r}: expected KEY=VALUE")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        params[key.strip()] = value
+    return params
+
+
+def lab_list() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="lowbit labs")
+    for col in ("id", "GPU", "time limit", "title"):
+        table.add_column(col)
+    for lab in sorted(all_labs().values(), key=lambda x: x.id):
+        table.add_row(lab.id, lab.needs_gpu.value, f"{lab.time_limit_s:g} s", lab.title)
+    Console().print(table)
+    return 0
+
+
+def lab_run(lab_id: str, params: list[str]) -> int:
+    """Run a lab in this process with a progress bar; prints events and the result.
+    Exit status: 0 done, 1 the lab failed, 2 bad lab id or parameters."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    err = Console(stderr=True)
+    lab: Lab | None = all_labs().get(lab_id)
+    if lab is None:
+        err.print(
+            f"[red]unknown lab {lab_id!r}[/]; `lowbit lab list` shows the labs: {', '.join(sorted(all_labs()))}"
+        )
+        return 2
+    try:
+        validated = lab.params.model_validate(parse_params(params))
+    except ValueError as e:
+        lines = (
+            [f"{k or 'params'}: {v}" for k, v in field_errors(e).items()]
+            if isinstance(e, ValidationError)
+            else [str(e)]
+        )
+        err.print(f"[red]bad parameters for {lab_id}:[/]")
+        for line in lines:
+            err.print(f"  {line}")
+        return 2
+    out = Console()
+    device = "cpu"
+    if lab.needs_gpu is not NeedsGPU.no:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=out,
+    ) as bar:
+        task = bar.add_task(lab.id, total=1.0)
+
+        def sink(kind: str, data: dict[str, Any]) -> None:
+            if kind == "progress":
+                bar.update(
+                    task,
+                    completed=data["fraction"],
+                    description=f"{lab.id}: {data.get('message', '')}",
+                )
+            elif kind == "log":
+                bar.console.print(data["text"])
+            elif kind == "table":
+                t = Table(title=data["title"])
+                for c in data["columns"]:
+                    t.add_column(str(c))
+                for row in data["rows"]:
+                    t.add_row(*(str(x) for x in row))
+                bar.console.print(t)
+            elif kind == "metric":
+                bar.console.print(f"{data['label']}: {data['value']} {data['unit']}".rstrip())
+            elif kind == "plot":
+                bar.console.print(f"[dim](plot: {data['title']} — shown on the web page)[/]")
+            else:
+                bar.console.print(f"{kind}: {data}")
+
+        started = time.perf_counter()
+        try:
+            result = lab.run(validated, EventContext(sink, device=device))
+        except Exception as e:  # the learner gets the message, not a stack trace
+            err.print(f"[red]{lab.id} failed:[/] {type(e).__name__}: {e}")
+            return 1
+        bar.update(task, completed=1.0)
+    out.print(f"[green]{lab.id} done[/] in {time.perf_counter() - started:.2f} s on {device}")
+    out.print_json(result.model_dump_json())
+    return 0
+
+
+def worker_main(settings: Settings) -> int:
+    """The ``lowbit worker`` process: consume the configured queues until SIGTERM/SIGINT."""
+    from app.logging import configure_logging
+    from labs.runtime.worker import LabWorker, install_signal_handlers
+
+    configure_logging()
+    worker = LabWorker(settings)
+    install_signal_handlers(worker)
+    try:
+        rc = worker.run_forever()
+    except KeyboardInterrupt:
+        rc = 130
+    # Everything is committed by now; skip the interpreter's teardown of torch and
+    # friends, which takes seconds and makes restarts (and Ctrl-C) feel stuck.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)

@@ -1,0 +1,487 @@
+"""Run one lab in a sandboxed child forked from this (warm) process.
+
+The parent has torch imported and has done no tensor work, so the fork is
+cheap (tens of milliseconds) and the child may start torch's thread pool. The child talks to
+the parent over two pipes: fd 3 carries JSON lines (``hello`` with the
+protections in force, ``event``, then ``result`` or ``error``), fds 1 and 2
+carry whatever the lab prints. The parent turns both into run events, caps
+what it stores, enforces the wall-time limit, and kills the child's process
+group on time-out, cancellation, or when this worker no longer owns the run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import resource
+import selectors
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from labs.base import EventContext, Lab, LabParams
+from labs.runtime.sandbox import (
+    MIB,
+    Protections,
+    SandboxConfig,
+    enter,
+    prepare_torch,
+    sandbox_ids,
+)
+
+EventBatch = list[tuple[str, dict[str, Any]]]
+# Seconds between writes of a batch of events to the database: bounds the
+# write rate of a chatty lab and the latency of the stream.
+FLUSH_INTERVAL_S = 0.1
+# Seconds between cancellation checks.
+STOP_CHECK_S = 0.2
+# After the child exits, how long grandchildren may keep its pipes open.
+DRAIN_AFTER_EXIT_S = 0.5
+# Seconds between checks for the child's exit once it has closed its pipes.
+EXIT_POLL_S = 0.002
+READ_CHUNK = 65536
+EXIT_SETUP_FAILED = 70  # EX_SOFTWARE: the child failed before the lab started
+# A child's fds 0-2 are stdio, 3 is the event pipe; everything above is closed.
+EVENT_FD = 3
+_HIGH_FD = 100
+
+
+@dataclass
+class Outcome:
+    """How a run ended. ``status`` is a run status, or ``lost`` (another worker owns it)."""
+
+    status: str
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    reason: str | None = None  # memory | time | crash | lab | sandbox | output
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+@dataclass
+class Job:
+    lab: Lab
+    params: LabParams
+    config: SandboxConfig
+
+
+def _is_out_of_memory(e: BaseException) -> bool:
+    if isinstance(e, MemoryError):
+        return True
+    text = str(e).lower()
+    return type(e).__name__ == "OutOfMemoryError" or any(
+        s in text
+        for s in (
+            "can't allocate memory",
+            "cannot allocate memory",
+            "out of memory",
+            "unable to allocate",
+        )
+    )
+
+
+class _Pipe:
+    """The child's end of the event pipe: one JSON object per line."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def send(self, msg: dict[str, Any]) -> None:
+        data = (json.dumps(msg, default=str, allow_nan=False) + "\n").encode()
+        with self.lock:
+            view = memoryview(data)
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+
+
+def _child(
+    job: Job,
+    ev_w: int,
+    out_w: int,
+    parent_pid: int,
+    fallback_tmp: str,
+    scrub: Callable[[], str] | None,
+) -> None:
+    """Body of the forked child; never returns."""
+    code = EXIT_SETUP_FAILED
+    try:
+        os.setsid()  # its own process group: the parent kills the group
+        ev_hi = fcntl.fcntl(ev_w, fcntl.F_DUPFD, _HIGH_FD)
+        out_hi = fcntl.fcntl(out_w, fcntl.F_DUPFD, _HIGH_FD)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_hi, 1)
+        os.dup2(out_hi, 2)
+        os.dup2(ev_hi, EVENT_FD)
+        os.closerange(EVENT_FD + 1, resource_max_fd())
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+        for sig in (
+            signal.SIGINT,
+            signal.SIGTERM,
+            signal.SIGHUP,
+            signal.SIGQUIT,
+            signal.SIGUSR1,
+            signal.SIGUSR2,
+        ):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        pipe = _Pipe(EVENT_FD)
+        cfg = job.config
+        protections, tmpdir = enter(cfg, fallback_tmp, parent_pid, scrub)
+        env = prepare_torch(cfg, protections)
+        pipe.send({"t": "hello", "sandbox": protections.items, "env": env})
+        code = 1
+        ctx = EventContext(
+            lambda kind, data: pipe.send({"t": "event", "kind": kind, "data": data}),
+            device="cuda" if env["device"].startswith("cuda") else "cpu",
+            tmpdir=tmpdir,
+        )
+        try:
+            result = job.lab.run(job.params, ctx)
+            sys.stdout.flush()
+            pipe.send({"t": "result", "result": _finite(result.model_dump(mode="json"))})
+            code = 0
+        except BaseException as e:  # every failure becomes a message the learner can act on
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+            if _is_out_of_memory(e):
+                limit = cfg.memory_bytes // MIB
+                pipe.send(
+                    {
+                        "t": "error",
+                        "reason": "memory",
+                        "message": f"The lab ran out of memory: it may use {limit} MiB. "
+                        f"Try a smaller size. ({type(e).__name__}: {str(e)[:300]})",
+                    }
+                )
+            else:
+                pipe.send(
+                    {
+                        "t": "error",
+                        "reason": "lab",
+                        "message": f"{type(e).__name__}: {str(e)[:1000]}",
+                    }
+                )
+    except BaseException as e:
+        try:
+            os.write(
+                EVENT_FD,
+                (
+                    json.dumps(
+                        {
+                            "t": "error",
+                            "reason": "sandbox",
+                            "message": f"sandbox set-up failed: {type(e).__name__}: {e}",
+                        }
+                    )
+                    + "\n"
+                ).encode(),
+            )
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+
+
+def resource_max_fd() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v
+
+
+class _Collector:
+    """Parent side: parses the child's output, applies the output cap, batches events."""
+
+    def __init__(self, cfg: SandboxConfig):
+        self.cfg = cfg
+        self.events: EventBatch = []
+        self.progress: dict[str, Any] | None = None
+        self.printed: list[str] = []
+        self.used = 0
+        self.dropped = 0
+        self.truncated = False
+        self.hello: dict[str, Any] | None = None
+        self.result: dict[str, Any] | None = None
+        self.error: dict[str, Any] | None = None
+        self.ev_buf = b""
+        self.skip_line = False
+        self.stderr_tail = ""
+
+    def _admit(self, size: int) -> bool:
+        if self.used + size <= self.cfg.output_bytes:
+            self.used += size
+            return True
+        self._drop(size)
+        return False
+
+    def _drop(self, size: int) -> None:
+        self.dropped += size
+        if not self.truncated:
+            self.truncated = True
+            self.events.append(
+                (
+                    "notice",
+                    {
+                        "level": "warning",
+                        "code": "output_truncated",
+                        "text": f"Output truncated: this run keeps the first {self.cfg.output_bytes:,} bytes "
+                        "of output; the rest was dropped.",
+                    },
+                )
+            )
+
+    def feed_events(self, chunk: bytes) -> None:
+        self.ev_buf += chunk
+        while True:
+            nl = self.ev_buf.find(b"\n")
+            if nl < 0:
+                if len(self.ev_buf) > self.cfg.output_bytes + self.cfg.result_bytes:
+                    # One line longer than anything we would keep: drop it as it streams.
+                    self._drop(len(self.ev_buf))
+                    self.ev_buf = b""
+                    self.skip_line = True
+                return
+            line, self.ev_buf = self.ev_buf[:nl], self.ev_buf[nl + 1 :]
+            if self.skip_line:
+                self.skip_line = False
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            self._message(msg, len(line))
+
+    def _message(self, msg: dict[str, Any], size: int) -> None:
+        t = msg.get("t")
+        if t == "event":
+            kind, data = str(msg.get("kind")), msg.get("data") or {}
+            if kind == "progress":
+                self.progress = data
+            elif self._admit(size):
+                self.events.append((kind, data))
+        elif t == "hello":
+            self.hello = msg
+        elif t == "result":
+            if size > self.cfg.result_bytes:
+                self.error = {
+                    "reason": "output",
+                    "message": f"The lab's result is {size:,} bytes, over the {self.cfg.result_bytes:,}-byte limit.",
+                }
+            else:
+                self.result = msg.get("result")
+        elif t == "error":
+            self.error = msg
+
+    def feed_output(self, chunk: bytes) -> None:
+        text = chunk.decode("utf-8", "replace")
+        self.stderr_tail = (self.stderr_tail + text)[-2000:]
+        size = len(chunk)
+        room = max(0, self.cfg.output_bytes - self.used)
+        if size <= room:
+            self.used += size
+            self.printed.append(text)
+        else:
+            if room:
+                self.printed.append(chunk[:room].decode("utf-8", "replace"))
+                self.used += room
+            self._drop(size - room)
+
+    def take(self) -> EventBatch:
+        batch = self.events
+        if self.printed:
+            batch.insert(0, ("log", {"text": "".join(self.printed), "stream": "output"}))
+            self.printed = []
+        if self.progress is not None:
+            batch.append(("progress", self.progress))
+            self.progress = None
+        self.events = []
+        return batch
+
+
+def execute(
+    job: Job,
+    on_events: Callable[[EventBatch], bool],
+    should_stop: Callable[[], bool] = lambda: False,
+    scrub: Callable[[], str] | None = None,
+) -> Outcome:
+    """Fork, sandbox and run ``job``; stream its events through ``on_events`` (which
+    returns False when the run was taken away); returns how it ended.
+
+    Call only from a process that imported torch but did no tensor work.
+    """
+    cfg = job.config
+    fallback_tmp = tempfile.mkdtemp(prefix="lowbit-run-")
+    ids = sandbox_ids(cfg.user) if os.geteuid() == 0 else None
+    if ids is not None:
+        os.chown(fallback_tmp, *ids)
+    ev_r, ev_w = os.pipe()
+    out_r, out_w = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
+        os.close(ev_r)
+        os.close(out_r)
+        _child(job, ev_w, out_w, os.getppid(), fallback_tmp, scrub)
+    os.close(ev_w)
+    os.close(out_w)
+    col = _Collector(cfg)
+    kill_reason: str | None = None
+    status_code: int | None = None
+    rusage: Any = None
+    sel = selectors.DefaultSelector()
+    for fd in (ev_r, out_r):
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    last_flush = last_stop_check = started
+    exited_at: float | None = None
+    deadline = started + cfg.wall_s
+
+    def kill() -> None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def flush() -> None:
+        nonlocal kill_reason
+        batch = col.take()
+        if batch and not on_events(batch) and kill_reason is None:
+            kill_reason = "lost"
+            kill()
+
+    try:
+        while True:
+            if sel.get_map():
+                ready = sel.select(timeout=FLUSH_INTERVAL_S / 2)
+            else:  # both pipes closed: the child is exiting, poll for it closely
+                ready = []
+                time.sleep(EXIT_POLL_S)
+            for key, _ in ready:
+                fd = int(key.fd)  # type: ignore[arg-type]
+                try:
+                    chunk = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    continue
+                (col.feed_events if fd == ev_r else col.feed_output)(chunk)
+            now = time.monotonic()
+            if now - last_flush >= FLUSH_INTERVAL_S or col.result is not None:
+                flush()
+                last_flush = now
+            if status_code is None:
+                wpid, st, ru = os.wait4(pid, os.WNOHANG)
+                if wpid:
+                    status_code, rusage, exited_at = st, ru, now
+            if status_code is not None and (
+                not sel.get_map() or now - (exited_at or now) > DRAIN_AFTER_EXIT_S
+            ):
+                break
+            if kill_reason is None and status_code is None:
+                if now >= deadline:
+                    kill_reason = "timed_out"
+                    kill()
+                elif now - last_stop_check >= STOP_CHECK_S:
+                    last_stop_check = now
+                    if should_stop():
+                        kill_reason = "cancelled"
+                        kill()
+    finally:
+        kill()  # grandchildren the lab left behind
+        if status_code is None:
+            _, status_code, rusage = os.wait4(pid, 0)
+        sel.close()
+        os.close(ev_r)
+        os.close(out_r)
+        shutil.rmtree(fallback_tmp, ignore_errors=True)
+    duration = time.monotonic() - started
+    if kill_reason != "lost":
+        flush()
+    return _outcome(job, col, kill_reason, status_code, rusage, duration)
+
+
+def _outcome(
+    job: Job,
+    col: _Collector,
+    kill_reason: str | None,
+    status_code: int,
+    rusage: Any,
+    duration: float,
+) -> Outcome:
+    cfg = job.config
+    p = Protections(dict((col.hello or {}).get("sandbox") or {}))
+    p.set("wall_time", True, f"{cfg.wall_s:g} s, then the process group is killed")
+    p.set(
+        "output",
+        True,
+        f"events and printed output capped at {cfg.output_bytes:,} bytes"
+        + (f"; truncated, {col.dropped:,} bytes dropped" if col.truncated else "; not reached"),
+    )
+    p.items["output"]["truncated"] = col.truncated
+    env = dict((col.hello or {}).get("env") or {})
+    if rusage is not None:
+        env["cpu_seconds"] = round(rusage.ru_utime + rusage.ru_stime, 3)
+        env["peak_rss_bytes"] = int(rusage.ru_maxrss) * 1024
+    out = Outcome(status="failed", sandbox=p.items, environment=env, duration_s=round(duration, 4))
+    signalled = os.WIFSIGNALED(status_code)
+    sig = os.WTERMSIG(status_code) if signalled else None
+    exit_code = os.WEXITSTATUS(status_code) if os.WIFEXITED(status_code) else None
+    if kill_reason == "timed_out":
+        out.status, out.reason = "timed_out", "time"
+        out.error = f"The lab ran longer than its time limit of {cfg.wall_s:g} s and was stopped."
+    elif kill_reason == "cancelled":
+        out.status, out.reason, out.error = "cancelled", "cancelled", "Cancelled by the learner."
+    elif kill_reason == "lost":
+        out.status, out.reason = "lost", "lost"
+    elif col.result is not None and exit_code == 0 and col.error is None:
+        out.status, out.result = "succeeded", col.result
+    elif col.error is not None:
+        out.reason = str(col.error.get("reason") or "lab")
+        out.error = str(col.error.get("message"))
+    elif sig == signal.SIGXCPU or (
+        sig == signal.SIGKILL and env.get("cpu_seconds", 0) >= cfg.cpu_s
+    ):
+        out.status, out.reason = "timed_out", "time"
+        out.error = f"The lab used more than its CPU-time limit of {cfg.cpu_s} s and was stopped."
+    elif sig == signal.SIGKILL:
+        out.reason = "memory"
+        out.error = "The lab was killed by the system, most likely for using too much memory."
+    elif sig is not None:
+        memory = "bad_alloc" in col.stderr_tail or "Cannot allocate memory" in col.stderr_tail
+        out.reason = "memory" if memory else "crash"
+        out.error = f"The lab process crashed ({signal.Signals(sig).name})" + (
+            ": it ran out of memory." if memory else "."
+        )
+    elif exit_code == EXIT_SETUP_FAILED:
+        out.reason, out.error = (
+            "sandbox",
+            "The sandbox could not be set up; the site's operators have the details.",
+        )
+    else:
+        out.reason = "crash"
+        out.error = f"The lab process exited with code {exit_code} without a result."
+    return out

@@ -1,0 +1,248 @@
+"""Test-only labs that attack their own sandbox. Offered only when
+``settings.env == "test"`` (see ``catalog.available_labs``); each mode tries one
+thing the sandbox must prevent and reports whether it was blocked."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+
+Mode = Literal[
+    "ok",
+    "gpu_memory",
+    "unix_socket",
+    "network",
+    "read_db",
+    "read_secret",
+    "write_outside",
+    "fork_bomb",
+    "memory",
+    "spin",
+    "flood",
+    "sleep",
+]
+# Forks the bomb attempts; the sandbox's process limit must stop it well before.
+FORK_BOMB_ATTEMPTS = 2000
+MIB = 2**20
+# More than the GPU probe's memory limit, far less than any GPU: only the cap can refuse it.
+GPU_HOG_BYTES = 8 * 2**30
+
+
+class ProbeParams(LabParams):
+    mode: Mode = Field(default="ok", description="What to attempt")
+    target: str = Field(
+        default="", max_length=4096, description="host:port, a path, or a secret to look for"
+    )
+    seconds: float = Field(
+        default=0.0, ge=0, le=60, description="How long `sleep` sleeps, in seconds"
+    )
+    megabytes: int = Field(
+        default=100, ge=1, le=1000, description="How much `flood` prints, in MiB"
+    )
+
+
+class ProbeResult(LabResult):
+    mode: str
+    blocked: bool
+    detail: str
+    uid: int
+    cwd: str
+
+
+def _network(target: str) -> tuple[bool, str]:
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=2):
+            return False, f"connected to {target}"
+    except OSError as e:
+        return True, f"{type(e).__name__}: {e}"
+
+
+def _unix(path: str) -> tuple[bool, str]:
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(2)
+            s.connect(path)
+        return False, f"connected to {path}"
+    except OSError as e:
+        return True, f"{type(e).__name__}: {e}"
+
+
+def _read(path: str) -> tuple[bool, str]:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+        return False, f"read {len(head)} bytes of {path}"
+    except OSError as e:
+        return True, f"{type(e).__name__}: {e}"
+
+
+def _secret(target: str) -> tuple[bool, str]:
+    import gc
+
+    found = [
+        k
+        for k in os.environ
+        if any(w in k.upper() for w in ("SECRET", "PASSWORD", "TOKEN", "LOWBIT"))
+    ]
+    for path in ("/proc/self/environ", f"/proc/{os.getppid()}/environ", "/proc/1/environ"):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            if b"LOWBIT_" in data or (target and target.encode() in data):
+                found.append(path)
+        except OSError:
+            pass
+    if target:
+        from app.settings import Settings
+
+        found += [
+            "Settings object"
+            for o in gc.get_objects()
+            if isinstance(o, Settings) and o.secret_key == target
+        ]
+    return not found, f"found: {', '.join(found)}" if found else "no secret reachable"
+
+
+def _write_outside(target: str, tmpdir: str) -> tuple[bool, str]:
+    places = [target] if target else []
+    # World-writable places on a usual Linux host, then the code and the interpreter.
+    places += [
+        "/var/tmp",  # noqa: S108
+        "/dev/shm",  # noqa: S108
+        "/run/lock",
+        str(Path(__file__).resolve().parents[2]),
+        os.path.dirname(sys.executable),
+        "/",
+    ]  # noqa: S108
+    wrote = []
+    for d in places:
+        try:
+            p = os.path.join(d, f"lowbit-probe-{os.getpid()}")
+            with open(p, "w") as f:
+                f.write("x")
+            os.unlink(p)
+            wrote.append(d)
+        except OSError:
+            pass
+    with open(os.path.join(tmpdir, "inside.txt"), "w") as f:
+        f.write("the lab's own temp dir is writable")
+    return (
+        not wrote,
+        f"wrote to: {', '.join(wrote)}"
+        if wrote
+        else f"all {len(places)} places refused; {tmpdir} writable",
+    )
+
+
+def _fork_bomb() -> tuple[bool, str]:
+    pids: list[int] = []
+    error = ""
+    try:
+        for _ in range(FORK_BOMB_ATTEMPTS):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(30)
+                os._exit(0)
+            pids.append(pid)
+    except OSError as e:
+        error = f"{type(e).__name__}: {e}"
+    for pid in pids:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    return bool(error), f"{len(pids)} forks succeeded; then {error or 'no limit hit'}"
+
+
+def run(params: ProbeParams, ctx: Context) -> ProbeResult:
+    blocked, detail = True, ""
+    m = params.mode
+    if m == "ok":
+        ctx.log("probe started")
+        ctx.progress(0.5, "half way")
+        ctx.table("numbers", ["n", "square"], [[i, i * i] for i in range(4)])
+        ctx.metric("answer", 42.0, "units")
+        detail = "ran"
+    elif m == "network":
+        blocked, detail = _network(params.target)
+    elif m == "unix_socket":
+        blocked, detail = _unix(params.target)
+    elif m == "read_db":
+        blocked, detail = _read(params.target)
+    elif m == "read_secret":
+        blocked, detail = _secret(params.target)
+    elif m == "write_outside":
+        blocked, detail = _write_outside(params.target, ctx.tmpdir)
+    elif m == "fork_bomb":
+        blocked, detail = _fork_bomb()
+    elif m == "memory":
+        import torch
+
+        hog = torch.ones(4 * 2**30 // 4)  # 4 GiB of float32
+        detail = f"allocated {hog.numel() * 4 / 2**30:.1f} GiB"
+        blocked = False
+    elif m == "gpu_memory":
+        import torch
+
+        hog = torch.empty(GPU_HOG_BYTES, dtype=torch.uint8, device=ctx.device)
+        detail = f"allocated {hog.numel() / 2**30:.0f} GiB on {ctx.device}"
+        blocked = False
+    elif m == "spin":
+        while True:
+            pass
+    elif m == "flood":
+        line = "x" * 1023 + "\n"
+        block = line * 1024  # 1 MiB
+        for _ in range(params.megabytes):
+            sys.stdout.write(block)
+        sys.stdout.flush()
+        detail = f"printed {params.megabytes} MiB"
+        blocked = False
+    elif m == "sleep":
+        end = time.monotonic() + params.seconds
+        while (left := end - time.monotonic()) > 0:
+            ctx.progress(1 - left / max(params.seconds, 1e-9), f"{left:.1f} s left")
+            time.sleep(min(0.25, left))
+        detail = f"slept {params.seconds} s"
+    return ProbeResult(mode=m, blocked=blocked, detail=detail, uid=os.getuid(), cwd=os.getcwd())
+
+
+PROBES = (
+    Lab(
+        id="sandbox-probe",
+        title="Sandbox probe (tests only)",
+        summary="Attacks its own sandbox; offered only when LOWBIT_ENV=test.",
+        needs_gpu=NeedsGPU.no,
+        params=ProbeParams,
+        run=run,
+        time_limit_s=2.0,
+        memory_limit_mb=256,
+    ),
+    Lab(
+        id="sandbox-probe-slow",
+        title="Sandbox probe with a long time limit (tests only)",
+        summary="Sleeps on request, to test cancellation and lost workers.",
+        needs_gpu=NeedsGPU.no,
+        params=ProbeParams,
+        run=run,
+        time_limit_s=30.0,
+        memory_limit_mb=256,
+    ),
+    Lab(
+        id="sandbox-probe-gpu",
+        title="Sandbox probe on a GPU worker (tests only)",
+        summary="Runs on the GPU when the worker has one, to test the GPU memory cap.",
+        needs_gpu=NeedsGPU.preferred,
+        params=ProbeParams,
+        run=run,
+        time_limit_s=60.0,
+        memory_limit_mb=1024,
+    ),
+)

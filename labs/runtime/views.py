@@ -1,0 +1,147 @@
+"""Presentation helpers for run pages: value formatting, flattening and diffing
+two runs, and the server-sent event wire format. No torch, no web framework."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup, escape
+
+# Values shown in a table cell before "…"; long lists (codes, histograms) are cut.
+MAX_LIST_SHOWN = 16
+MAX_TEXT_SHOWN = 200
+SIGNIFICANT_DIGITS = 6
+# Nesting kept as separate rows when flattening for a comparison.
+MAX_FLATTEN_DEPTH = 4
+
+
+def format_value(v: Any) -> str:
+    """A compact, readable rendering of a result value."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.{SIGNIFICANT_DIGITS - 1}e}"
+        return f"{v:.{SIGNIFICANT_DIGITS}g}"
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10_000 else str(v)
+    if isinstance(v, list | tuple):
+        shown = ", ".join(format_value(x) for x in v[:MAX_LIST_SHOWN])
+        more = f", … ({len(v)} values)" if len(v) > MAX_LIST_SHOWN else ""
+        return f"[{shown}{more}]"
+    if isinstance(v, dict):
+        text = json.dumps(v, default=str)
+        return text if len(text) <= MAX_TEXT_SHOWN else text[: MAX_TEXT_SHOWN - 1] + "…"
+    text = str(v)
+    return text if len(text) <= MAX_TEXT_SHOWN else text[: MAX_TEXT_SHOWN - 1] + "…"
+
+
+def flatten(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    """Nested dicts (and lists of dicts) as ``a.b.0.c`` keys; lists of scalars stay whole."""
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict) and depth < MAX_FLATTEN_DEPTH:
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{k}.", depth + 1))
+    elif (
+        isinstance(obj, list)
+        and obj
+        and all(isinstance(x, dict) for x in obj)
+        and depth < MAX_FLATTEN_DEPTH
+        and len(obj) <= MAX_LIST_SHOWN
+    ):
+        for i, v in enumerate(obj):
+            out.update(flatten(v, f"{prefix}{i}.", depth + 1))
+    else:
+        out[prefix.rstrip(".") or "value"] = obj
+    return out
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    key: str
+    a: Any
+    b: Any
+
+    @property
+    def same(self) -> bool:
+        return self.a == self.b
+
+
+def diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[DiffRow]:
+    """Rows of both flattened dicts in a's key order, then keys only b has."""
+    fa, fb = flatten(a or {}), flatten(b or {})
+    keys = list(fa) + [k for k in fb if k not in fa]
+    return [DiffRow(k, fa.get(k), fb.get(k)) for k in keys]
+
+
+def sse(event: str, data: str, event_id: int | None = None) -> str:
+    """One server-sent event; multi-line ``data`` becomes several ``data:`` lines."""
+    lines = [f"id: {event_id}"] if event_id is not None else []
+    lines.append(f"event: {event}")
+    lines += [f"data: {line}" for line in (data.splitlines() or [""])]
+    return "\n".join(lines) + "\n\n"
+
+
+def latest_progress(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for e in reversed(events):
+        if e["kind"] == "progress":
+            return dict(e["data"])
+    return None
+
+
+# Histogram drawing area, in SVG user units (the image scales with the page).
+CHART_WIDTH = 640
+CHART_HEIGHT = 240
+CHART_MARGIN = (12, 12, 44, 56)  # top, right, bottom, left
+CHART_TICKS = 5
+
+
+def histogram_svg(title: str, edges: list[float], counts: list[int], x_label: str = "") -> Markup:
+    """A bar chart of binned data as inline SVG: presentation attributes only (no
+    ``style``, so the page's CSP allows it), colours from ``currentColor``, a
+    ``<title>`` per bar for its exact range and count."""
+    top, right, bottom, left = CHART_MARGIN
+    w, h = CHART_WIDTH - left - right, CHART_HEIGHT - top - bottom
+    n = len(counts)
+    peak = max(counts, default=0) or 1
+    lo, hi = (edges[0], edges[-1]) if len(edges) == n + 1 and n else (0.0, 1.0)
+    span = (hi - lo) or 1.0
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {CHART_WIDTH} {CHART_HEIGHT}" role="img" aria-label="{escape(title)}" '
+        'xmlns="http://www.w3.org/2000/svg" font-size="12" fill="currentColor">',
+        f"<title>{escape(title)}</title>",
+        f'<g transform="translate({left},{top})">',
+        f'<line x1="0" y1="{h}" x2="{w}" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
+        f'<line x1="0" y1="0" x2="0" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
+    ]
+    for i, c in enumerate(counts):
+        x0 = (edges[i] - lo) / span * w
+        bw = max((edges[i + 1] - edges[i]) / span * w - 1, 0.5)
+        bh = c / peak * h
+        parts.append(
+            f'<rect x="{x0:.2f}" y="{h - bh:.2f}" width="{bw:.2f}" height="{bh:.2f}" fill-opacity="0.75">'
+            f"<title>{escape(format_value(edges[i]))} to {escape(format_value(edges[i + 1]))}: {c}</title></rect>"
+        )
+    for k in range(CHART_TICKS + 1):
+        v = lo + span * k / CHART_TICKS
+        x = w * k / CHART_TICKS
+        parts.append(
+            f'<text x="{x:.1f}" y="{h + 16}" text-anchor="middle">{escape(format_value(v))}</text>'
+        )
+        y = h - h * k / CHART_TICKS
+        parts.append(
+            f'<text x="-6" y="{y + 4:.1f}" text-anchor="end">{escape(format_value(round(peak * k / CHART_TICKS)))}</text>'
+        )
+    parts.append(
+        f'<text x="{w / 2:.1f}" y="{h + 36}" text-anchor="middle">{escape(x_label)}</text>'
+    )
+    parts.append("</g></svg>")
+    # Every interpolated text went through escape(); the rest is numbers we formatted.
+    return Markup("".join(parts))  # noqa: S704

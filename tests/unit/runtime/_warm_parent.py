@@ -1,0 +1,131 @@
+"""A warm parent for the sandbox tests: imports torch like `lowbit worker`, then runs
+each case (JSON lines on stdin) in a forked, sandboxed child; prints one JSON line
+per outcome. A separate process, because pytest's own process may have done
+threaded torch work, after which a fork can hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from app.settings import Settings
+from labs.runtime.catalog import available_labs
+from labs.runtime.executor import Job, execute
+from labs.runtime.sandbox import MIB, SandboxConfig
+from labs.runtime.worker import LabWorker, preload
+
+
+class WarmParent:
+    """Client side: start the warm parent, send cases, read outcomes."""
+
+    def __init__(self, data_dir: Path, secret: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.unit.runtime._warm_parent", str(data_dir), secret],
+            cwd=Path(__file__).resolve().parents[3],
+            env={**os.environ, "LOWBIT_SECRET_KEY": secret},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        ready = json.loads(self.stdout.readline())
+        self.port, self.unix_socket = int(ready["port"]), str(ready["unix"])
+
+    def run(self, case: dict[str, Any]) -> dict[str, Any]:
+        self.stdin.write(json.dumps(case) + "\n")
+        self.stdin.flush()
+        out: dict[str, Any] = json.loads(self.stdout.readline())
+        return out
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def main() -> None:
+    data_dir, secret = Path(sys.argv[1]), sys.argv[2]
+    settings = Settings(env="test", data_dir=data_dir, secret_key=secret)
+    worker = LabWorker(settings)  # for its hidden paths and secret scrubbing, as in production
+    preload()
+    worker._secure_data_dir()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    # A unix socket anyone may connect to, outside every hidden or covered path:
+    # only the sandbox's masking of host sockets keeps a lab out.
+    sock_dir = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else "/var/tmp")  # noqa: S108
+    os.chmod(sock_dir, 0o755)
+    unix_path = os.path.join(sock_dir, "service.sock")
+    unix_listener = socket.socket(socket.AF_UNIX)
+    unix_listener.bind(unix_path)
+    os.chmod(unix_path, 0o777)
+    unix_listener.listen()
+    labs = available_labs(settings)
+    print(
+        json.dumps({"ready": True, "port": listener.getsockname()[1], "unix": unix_path}),
+        flush=True,
+    )
+    try:
+        _serve(settings, worker, labs)
+    finally:
+        unix_listener.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def _serve(settings: Settings, worker: LabWorker, labs: dict[str, Any]) -> None:
+    for line in sys.stdin:
+        case = json.loads(line)
+        lab = labs[case.get("lab", "sandbox-probe")]
+        cfg = SandboxConfig(
+            device=case.get("device", "cpu"),
+            wall_s=lab.time_limit_s,
+            memory_bytes=lab.memory_limit_mb * MIB,
+            user=settings.sandbox_user,
+            hide=worker.hidden_paths(),
+        )
+        events: list[tuple[str, dict]] = []
+        started = time.monotonic()
+        stop_after = case.get("stop_after")
+        own_for = case.get("own_for")
+
+        def sink(batch: list[tuple[str, dict]]) -> bool:
+            events.extend(batch)
+            return own_for is None or time.monotonic() - started < own_for
+
+        def should_stop() -> bool:
+            return stop_after is not None and time.monotonic() - started > stop_after
+
+        out = execute(
+            Job(lab, lab.params.model_validate(case["params"]), cfg),
+            sink,
+            should_stop,
+            scrub=worker._scrub,
+        )
+        print(
+            json.dumps(
+                {
+                    "status": out.status,
+                    "reason": out.reason,
+                    "error": out.error,
+                    "result": out.result,
+                    "sandbox": out.sandbox,
+                    "environment": out.environment,
+                    "events": events,
+                    "seconds": time.monotonic() - started,
+                }
+            ),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""`lowbit lab …` commands, the generated lab form, and run-page helpers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from bs4 import BeautifulSoup
+
+from app.settings import ROOT
+from labs import block_quantize
+from labs.runtime import cli, forms
+from labs.runtime.views import diff, format_value, histogram_svg, sse
+
+BQ = block_quantize.LAB
+
+
+def test_param_values_are_json_when_they_parse_as_json() -> None:
+    assert cli.parse_params(
+        ["shape=[256,256]", "format=nvfp4", "seed=3", "values=[1.5, -2]", "x=a=b"]
+    ) == {
+        "shape": [256, 256],
+        "format": "nvfp4",
+        "seed": 3,
+        "values": [1.5, -2],
+        "x": "a=b",
+    }
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        cli.parse_params(["shape"])
+
+
+def test_lab_run_in_a_terminal() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "lab",
+            "run",
+            "block-quantize",
+            "--param",
+            "shape=[4,32]",
+            "--param",
+            "format=q4_0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout[out.stdout.index("{") :])
+    assert (
+        result["format"] == "q4_0"
+        and result["shape"] == [4, 32]
+        and result["bits_per_value"] == 4.5
+    )
+
+
+def test_lab_run_rejects_bad_params_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.lab_run("block-quantize", ["shape=[0,5]", "format=fp3"]) == 2
+    err = capsys.readouterr().err
+    assert "shape: " in err and "format: " in err
+    assert cli.lab_run("no-such-lab", []) == 2
+    assert cli.lab_list() == 0
+    assert "block-quantize" in capsys.readouterr().out
+
+
+def test_form_fields_come_from_the_params_schema() -> None:
+    fields = {f.name: f for f in forms.form_fields(BQ)}
+    assert list(fields) == ["format", "shape", "distribution", "values", "seed"]
+    assert fields["format"].kind == "select" and fields["format"].value == "nvfp4"
+    assert set(fields["format"].options) == set(block_quantize.FORMAT_KEYS)
+    assert fields["shape"].kind == "list" and fields["values"].kind == "list"
+    assert (
+        fields["seed"].kind == "number"
+        and fields["seed"].minimum == 0
+        and fields["seed"].step == "1"
+    )
+    assert all(f.description for f in fields.values())
+    again = {f.name: f.value for f in forms.form_fields(BQ, {"shape": [16, 64], "format": "q4_0"})}
+    assert again["shape"] == "16, 64" and again["format"] == "q4_0"
+
+
+def test_form_text_is_parsed_and_validated_per_field() -> None:
+    data = forms.parse_form(
+        BQ,
+        {
+            "format": "mxfp4",
+            "shape": "8, 64",
+            "distribution": "normal",
+            "values": "",
+            "seed": "7",
+            "csrf_token": "x",
+        },
+    )
+    assert data == {"format": "mxfp4", "shape": ["8", "64"], "distribution": "normal", "seed": "7"}
+    params, errors = forms.validate(BQ, data)
+    assert errors == {} and params is not None and params.dims == (8, 64)
+    _, errors = forms.validate(
+        BQ,
+        forms.parse_form(
+            BQ, {"shape": "[0, 5]", "seed": "-1", "distribution": "custom", "values": "1, nan"}
+        ),
+    )
+    assert set(errors) == {"shape", "seed", "values"}
+    assert forms.validate(BQ, [1, 2])[1] == {"": "Parameters must be a JSON object of name: value."}
+
+
+def test_view_helpers() -> None:
+    assert (
+        format_value(0.000123456) == "1.23456e-04"
+        and format_value(12345) == "12,345"
+        and format_value(None) == "—"
+    )
+    assert format_value(list(range(40))).endswith("… (40 values)]")
+    rows = {
+        r.key: r for r in diff({"a": 1, "m": {"x": 1.5}}, {"a": 1, "m": {"x": 2.5}, "new": True})
+    }
+    assert rows["a"].same and not rows["m.x"].same and rows["new"].a is None
+    assert (
+        sse("log", "<p>a</p>\n<p>b</p>", 7)
+        == "id: 7\nevent: log\ndata: <p>a</p>\ndata: <p>b</p>\n\n"
+    )
+    svg = BeautifulSoup(
+        str(histogram_svg("errors <b>", [0.0, 0.5, 1.0], [2, 6], "x")), "html.parser"
+    )
+    assert len(svg.select("rect")) == 2 and svg.find("b") is None  # text is escaped
+    assert not svg.select("[style]") and not svg.select("script")
+
+
+def test_the_web_side_of_the_runtime_imports_no_numeric_stack() -> None:
+    code = (
+        "import sys\n"
+        "import app.routes.labs, app.routes.runs, labs.runtime.cli, labs.runtime.catalog\n"
+        "from app.settings import Settings\n"
+        "labs.runtime.catalog.available_labs(Settings(env='test'))\n"
+        "print(','.join(m for m in ('torch', 'numpy', 'matplotlib', 'safetensors') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"imported: {out.stdout.strip()}"

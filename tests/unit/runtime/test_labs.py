@@ -1,0 +1,206 @@
+"""The three runtime labs, run in-process with a recording context."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from labs import block_quantize, gpu_status, torch_env
+from labs.base import EventContext, Lab, NeedsGPU
+from labs.registry import all_labs
+
+LABS = (gpu_status.LAB, torch_env.LAB, block_quantize.LAB)
+
+
+def run(
+    lab: Lab, params: dict[str, Any] | None = None
+) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    result = lab.run(
+        lab.params.model_validate(params or {}), EventContext(lambda k, d: events.append((k, d)))
+    )
+    json.dumps([d for _, d in events], allow_nan=False)  # every event is strict JSON
+    json.dumps(result.model_dump(mode="json"), allow_nan=False)
+    return result, events
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
+def test_registered_with_described_defaulted_params(lab: Lab) -> None:
+    assert all_labs()[lab.id] is lab
+    assert lab.needs_gpu is NeedsGPU.preferred and lab.queue == "cpu"
+    for name, field in lab.params.model_fields.items():
+        assert field.description and not field.is_required(), name
+    lab.params.model_validate({})  # `{}` is a valid request
+
+
+# -- gpu-status -------------------------------------------------------------------
+
+SMI_OUTPUT = "0, NVIDIA H100 80GB HBM3, 550.54.15, 1024, 81559, 37, 41, 1980, 2619, 1980, 118.52, P0, 9.0\n1, NVIDIA H100 80GB HBM3, 550.54.15, [N/A], 81559, 0, 35, 345, 2619, 1980, [N/A], P8, 9.0\n"
+
+
+def fake_smi(tmp_path: Path, script: str) -> str:
+    path = tmp_path / "nvidia-smi"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(tmp_path)
+
+
+def test_gpu_status_without_a_driver_is_a_finding_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi anywhere
+    result, events = run(gpu_status.LAB)
+    assert not result.driver_found and result.gpus == []
+    assert result.finding.startswith("no NVIDIA driver on this worker")
+    assert any("--gpus all" in s for s in result.next_steps)
+    assert "Traceback" not in json.dumps([d for _, d in events])
+
+
+def test_gpu_status_parses_nvidia_smi(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    argv_file = tmp_path / "argv"
+    monkeypatch.setenv(
+        "PATH",
+        fake_smi(tmp_path, f'echo "$@" > {argv_file}\ncat <<EOF\n{SMI_OUTPUT}EOF\n')
+        + os.pathsep
+        + os.environ["PATH"],
+    )
+    result, events = run(gpu_status.LAB)
+    assert result.driver_found and len(result.gpus) == 2
+    g0, g1 = result.gpus
+    assert (g0.name, g0.driver_version, g0.memory_total_mib, g0.compute_capability) == (
+        "NVIDIA H100 80GB HBM3",
+        "550.54.15",
+        81559.0,
+        "9.0",
+    )
+    assert g1.memory_used_mib is None and g1.power_w is None and g1.pstate == "P8"
+    assert "compute capability 9.0" in result.finding
+    assert argv_file.read_text().split()[1] == "--format=csv,noheader,nounits"
+    table = next(d for k, d in events if k == "table")
+    assert table["rows"][0][1] == "NVIDIA H100 80GB HBM3" and len(table["columns"]) == len(
+        gpu_status.FIELDS
+    )
+    assert result.raw.startswith("0, NVIDIA H100")
+
+
+def test_gpu_status_driver_that_does_not_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    msg = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    monkeypatch.setenv("PATH", fake_smi(tmp_path, f'echo "{msg}"\nexit 9\n'))
+    result, _ = run(gpu_status.LAB)
+    assert not result.driver_found and "exited with code 9" in result.finding and msg in result.raw
+
+
+def test_gpu_status_retries_without_compute_cap_on_old_drivers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    old = SMI_OUTPUT.replace(", 9.0\n", "\n")
+    script = f'case "$1" in *compute_cap*) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;; esac\ncat <<EOF\n{old}EOF\n'
+    monkeypatch.setenv("PATH", fake_smi(tmp_path, script) + os.pathsep + os.environ["PATH"])
+    result, _ = run(gpu_status.LAB)
+    assert (
+        result.driver_found
+        and result.gpus[0].compute_capability is None
+        and result.gpus[0].pstate == "P0"
+    )
+
+
+# -- torch-env --------------------------------------------------------------------
+
+
+def test_torch_env_reports_the_build() -> None:
+    import torch
+
+    result, events = run(torch_env.LAB)
+    assert result.version_output == torch.__version__
+    assert result.version_command == 'python -c "import torch; print(torch.__version__)"'
+    assert result.cuda_available == torch.cuda.is_available()
+    assert result.device_count == len(result.devices)
+    if not result.cuda_available:
+        assert "CPU" in result.finding
+    assert {k for k, _ in events} >= {"log", "table", "progress"}
+
+
+@pytest.mark.parametrize(
+    ("cc", "arch", "bf16", "fp8", "fp4"),
+    [
+        ((7, 0), "Volta", False, False, False),
+        ((7, 5), "Turing", False, False, False),
+        ((8, 6), "Ampere", True, False, False),
+        ((8, 9), "Ada Lovelace", True, True, False),
+        ((9, 0), "Hopper", True, True, False),
+        ((10, 0), "Blackwell", True, True, True),
+        ((12, 0), "Blackwell", True, True, True),
+        ((6, 1), None, False, False, False),
+    ],
+)
+def test_native_types_follow_the_capability_table(
+    cc: tuple[int, int], arch: str | None, bf16: bool, fp8: bool, fp4: bool
+) -> None:
+    got_arch, types = torch_env.native_types(*cc)
+    assert (got_arch or None) == arch or (
+        arch and got_arch and got_arch.startswith(arch.split()[0])
+    )
+    assert torch_env._key_support(types) == {"bf16": bf16, "fp8": fp8, "fp4": fp4}
+
+
+# -- block-quantize ---------------------------------------------------------------
+
+
+def test_format_list_matches_labs_quant() -> None:
+    from labs.quant import FORMATS
+
+    assert set(block_quantize.FORMAT_KEYS) == set(FORMATS)
+    assert len(block_quantize.FORMAT_KEYS) == len(FORMATS)
+
+
+@pytest.mark.parametrize("fmt", block_quantize.FORMAT_KEYS)
+def test_every_format_quantizes_and_the_error_adds_up(fmt: str) -> None:
+    from labs.quant import FORMATS
+
+    result, events = run(
+        block_quantize.LAB,
+        {"format": fmt, "shape": [8, 128], "distribution": "outliers", "seed": 3},
+    )
+    m = result.metrics
+    assert result.numel == 1024 and result.bits_per_value == pytest.approx(8 * result.nbytes / 1024)
+    assert result.nominal_bits_per_value == FORMATS[fmt].bits_per_value
+    assert m.rounding_mse + m.clipping_mse == pytest.approx(m.mse, rel=1e-9, abs=1e-15)
+    assert 0 <= m.clipped <= 1024 and m.rmse == pytest.approx(m.mse**0.5)
+    assert m.sqnr_db is None or m.sqnr_db > 0
+    blk = result.first_blocks[0]
+    assert len(blk.values) == len(blk.codes) == len(blk.dequantized) > 0
+    assert sum(result.histograms["values"].counts) == 1024
+    plots = [d for k, d in events if k == "plot"]
+    assert len(plots) == 2 and all(
+        p["svg"] == "" and p["data"]["kind"] == "histogram" for p in plots
+    )
+
+
+def test_one_nvfp4_block_of_custom_values() -> None:
+    values = [0.0, 0.5, -1.0, 1.5, 2.0, -3.0, 4.0, 6.0, 0.25, -0.75, 1.0, -2.0, 3.0, 5.0, -6.0, 0.1]
+    result, events = run(
+        block_quantize.LAB, {"format": "nvfp4", "distribution": "custom", "values": values}
+    )
+    assert result.shape == [1, 16] and result.n_blocks == 1
+    blk = result.first_blocks[0]
+    assert blk.values == pytest.approx(values) and len(blk.codes) == 16
+    # The block's absmax maps to E2M1's largest magnitude (6): its code is 0b0111 or 0b1111.
+    assert blk.codes[values.index(-6.0)] & 0b0111 == 0b0111
+    assert blk.dequantized[values.index(0.0)] == 0.0
+    table = next(d for k, d in events if k == "table")
+    assert [r[1] for r in table["rows"]] == pytest.approx(values)
+
+
+def test_the_largest_tensor_is_allowed_and_one_more_is_not() -> None:
+    from pydantic import ValidationError
+
+    assert block_quantize.BlockQuantizeParams(shape=[4096, 4096]).dims == (4096, 4096)
+    with pytest.raises(ValidationError, match="cols must be between 1 and 4096"):
+        block_quantize.BlockQuantizeParams(shape=[4096, 4097])

@@ -1,0 +1,175 @@
+"""Each protection, proven: a test-only lab attacks its own sandbox and must fail.
+
+The cases run in one warm parent process (see _warm_parent.py), exactly as the
+worker runs labs: fork, sandbox, run, report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from labs.runtime.sandbox import OUTPUT_LIMIT_BYTES
+from tests.unit.runtime._warm_parent import WarmParent
+
+ROOT_USER = os.geteuid() == 0
+CASES: dict[str, dict[str, Any]] = {
+    "ok": {"params": {"mode": "ok"}},
+    "network": {"params": {"mode": "network"}},
+    "unix_socket": {"params": {"mode": "unix_socket"}},
+    "read_db": {"params": {"mode": "read_db"}},
+    "read_secret": {"params": {"mode": "read_secret"}},
+    "write_outside": {"params": {"mode": "write_outside"}},
+    "fork_bomb": {"lab": "sandbox-probe-slow", "params": {"mode": "fork_bomb"}},
+    "memory": {"params": {"mode": "memory"}},
+    "spin": {"params": {"mode": "spin"}},
+    "flood": {"params": {"mode": "flood", "megabytes": 100}},
+    "cancel": {
+        "lab": "sandbox-probe-slow",
+        "params": {"mode": "sleep", "seconds": 20},
+        "stop_after": 0.5,
+    },
+    "lost": {
+        "lab": "sandbox-probe-slow",
+        "params": {"mode": "sleep", "seconds": 20},
+        "own_for": 0.3,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    data_dir = tmp_path_factory.mktemp("sandbox") / "data"
+    data_dir.mkdir()
+    db = data_dir / "lowbit.db"
+    db.write_text("the database")
+    secret = "sandbox-test-secret-" + secrets.token_hex(8)
+    parent = WarmParent(data_dir, secret)
+    targets = {
+        "network": f"127.0.0.1:{parent.port}",
+        "unix_socket": parent.unix_socket,
+        "read_db": str(db),
+        "read_secret": secret,
+        "write_outside": str(data_dir),
+    }
+    try:
+        yield {
+            name: parent.run(
+                {**case, "params": {**case["params"], "target": targets[name]}}
+                if name in targets
+                else case
+            )
+            for name, case in CASES.items()
+        }
+    finally:
+        parent.close()
+
+
+def probe(outcomes: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    out = outcomes[name]
+    assert out["status"] == "succeeded", out
+    return out["result"]
+
+
+def test_a_normal_run_records_every_protection(outcomes: dict[str, dict[str, Any]]) -> None:
+    out = outcomes["ok"]
+    assert out["status"] == "succeeded"
+    sandbox = out["sandbox"]
+    names = {
+        "network",
+        "filesystem",
+        "tmpdir",
+        "hidden_paths",
+        "memory",
+        "cpu_time",
+        "wall_time",
+        "file_size",
+        "processes",
+        "environment",
+        "secrets",
+        "user",
+        "no_new_privs",
+        "output",
+    }
+    assert names <= set(sandbox)
+    for name, p in sandbox.items():
+        assert isinstance(p["enabled"], bool) and p["detail"], name
+    if ROOT_USER:  # the machine the suite runs on allows every protection
+        off = {n: p["detail"] for n, p in sandbox.items() if not p["enabled"]}
+        assert off == {}, off
+        assert out["result"]["uid"] != 0 and out["result"]["cwd"] == "/tmp"
+    assert [k for k, _ in out["events"]] == ["log", "table", "metric", "progress"]
+
+
+def test_no_network_even_to_localhost(outcomes: dict[str, dict[str, Any]]) -> None:
+    r = probe(outcomes, "network")
+    assert r["blocked"], r["detail"]
+
+
+def test_host_unix_sockets_are_masked(outcomes: dict[str, dict[str, Any]]) -> None:
+    r = probe(outcomes, "unix_socket")
+    assert r["blocked"], r["detail"]
+    if ROOT_USER:
+        assert "0 host unix socket(s)" not in outcomes["ok"]["sandbox"]["hidden_paths"]["detail"]
+
+
+def test_the_database_file_cannot_be_read(outcomes: dict[str, dict[str, Any]]) -> None:
+    r = probe(outcomes, "read_db")
+    assert r["blocked"], r["detail"]
+
+
+def test_the_secret_key_is_nowhere_to_be_found(outcomes: dict[str, dict[str, Any]]) -> None:
+    r = probe(outcomes, "read_secret")
+    assert r["blocked"], r["detail"]
+
+
+def test_writes_outside_the_temp_dir_fail(outcomes: dict[str, dict[str, Any]]) -> None:
+    r = probe(outcomes, "write_outside")
+    assert r["blocked"], r["detail"]
+    assert "writable" in r["detail"]  # and its own temp dir works
+
+
+def test_a_fork_bomb_hits_the_process_limit(outcomes: dict[str, dict[str, Any]]) -> None:
+    r = probe(outcomes, "fork_bomb")
+    assert r["blocked"], r["detail"]
+    forks = int(r["detail"].split()[0])
+    assert forks < 64  # RLIMIT_NPROC
+
+
+def test_allocating_past_the_memory_limit_fails_with_reason_memory(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    out = outcomes["memory"]
+    assert out["status"] == "failed" and out["reason"] == "memory"
+    assert "out of memory" in out["error"] and "256 MiB" in out["error"]
+
+
+def test_a_busy_loop_is_killed_at_the_time_limit(outcomes: dict[str, dict[str, Any]]) -> None:
+    out = outcomes["spin"]
+    assert out["status"] == "timed_out" and out["reason"] == "time"
+    assert 2.0 <= out["seconds"] < 6.0
+
+
+def test_printing_100_mb_is_capped_and_flagged(outcomes: dict[str, dict[str, Any]]) -> None:
+    out = outcomes["flood"]
+    assert out["status"] == "succeeded"
+    stored = sum(len(json.dumps(d)) for k, d in out["events"] if k == "log")
+    assert OUTPUT_LIMIT_BYTES <= stored < OUTPUT_LIMIT_BYTES + 10_000
+    assert out["sandbox"]["output"]["truncated"] is True
+    notices = [d for k, d in out["events"] if k == "notice"]
+    assert notices and notices[0]["code"] == "output_truncated"
+
+
+def test_cancel_stops_the_child(outcomes: dict[str, dict[str, Any]]) -> None:
+    out = outcomes["cancel"]
+    assert out["status"] == "cancelled" and out["seconds"] < 3
+
+
+def test_a_run_taken_away_from_the_worker_is_stopped(outcomes: dict[str, dict[str, Any]]) -> None:
+    out = outcomes["lost"]
+    assert out["status"] == "lost" and out["seconds"] < 3
