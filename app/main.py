@@ -22,6 +22,7 @@ from app.routes import (
     health,
     labs,
     lessons,
+    notebook,
     pages,
     progress,
     quiz,
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         quiz,
         accounts,
         progress,
+        notebook,
         static,
     ):
         app.include_router(module.router)

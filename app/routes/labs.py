@@ -12,6 +12,7 @@ import anyio
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from app import notebook
 from app.deps import LearnerDep, SessionDep, SettingsDep
 from app.routes.runs import HISTORY_LIMIT, run_context, start_run
 from app.templating import is_htmx, render
@@ -85,10 +86,26 @@ async def lab_submit(
 ) -> Response:
     lab = _lab(settings, lab_id)
     form = {k: str(v) for k, v in (await request.form()).items()}
+    embedded = bool(form.get("_source"))
     data = forms.parse_form(lab, form)
-    run, errors, status = await anyio.to_thread.run_sync(
-        start_run, request, session, settings, learner, lab, data
-    )
+    try:
+        prediction = notebook.read_prediction(lab, form)
+    except notebook.PredictionError as e:
+        errors, status, run = {forms.FORM_ERROR_KEY: str(e)}, 422, None
+    else:
+        run, errors, status = await anyio.to_thread.run_sync(
+            start_run, request, session, settings, learner, lab, data
+        )
+    if run is None and embedded:
+        # A lab embedded in a lesson: the messages go where its output would appear.
+        return render(
+            request,
+            "labs/_embed_errors.html",
+            {"errors": errors},
+            status_code=200 if is_htmx(request) else status,
+        )
+    if run is not None:
+        notebook.record(session, learner, lab, run, prediction, form.get("_source", ""))
     if run is None:
         if is_htmx(request):
             # htmx swaps only 2xx answers: send the form with its errors as 200 and point it at the form.
@@ -101,6 +118,7 @@ async def lab_submit(
         resp = render(
             request, "runs/run.html", run_context(session, settings, run), block_name="run"
         )
-        resp.headers["HX-Push-Url"] = f"/runs/{run.id}"
+        if not embedded:  # a lesson keeps its own URL; the lab page follows the run
+            resp.headers["HX-Push-Url"] = f"/runs/{run.id}"
         return resp
     return RedirectResponse(f"/runs/{run.id}", status_code=303)

@@ -22,6 +22,7 @@ from fastapi.responses import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
+from app import notebook
 from app.db import Run, RunEvent
 from app.deps import LearnerDep, SessionDep, SettingsDep
 from app.settings import Settings
@@ -285,6 +286,7 @@ def run_context(session: Session, settings: Settings, run: Run) -> dict[str, Any
         "last_seq": events[-1]["seq"] if events else 0,
         "active": not run.is_final,
         "previous": previous,
+        "entry": notebook.for_run(session, run),
     }
 
 

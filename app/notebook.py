@@ -1,0 +1,193 @@
+"""Predict, run, compare, reflect: the learner's notebook.
+
+Before a lab runs the learner writes what they expect (and, where the lab
+produces a number, a numeric prediction with its unit); after the run the
+prediction and the actual value stand side by side, a numeric prediction is
+graded within tolerance, and a wrong one becomes a review card.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from app import review
+from app.db import NotebookEntry, Run, utcnow
+from app.quiz import AnswerError, _convert, parse_number
+from labs.base import Lab
+
+PREDICTION_TOLERANCE = 0.10  # relative: within 10 % counts as a good prediction
+MAX_TEXT = 2000
+
+
+class PredictionError(ValueError):
+    """A message for the learner about their prediction."""
+
+
+@dataclass
+class Prediction:
+    text: str
+    value: float | None
+    unit: str | None
+    metric: str | None
+
+    @property
+    def empty(self) -> bool:
+        return not self.text and self.value is None
+
+
+def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
+    """The ``_prediction``, ``_metric`` and ``_predicted_value`` fields of a lab form."""
+    text = form.get("_prediction", "").strip()[:MAX_TEXT]
+    raw = form.get("_predicted_value", "").strip()
+    units = dict(lab.numeric_outputs)
+    metric = form.get("_metric", "") or (lab.numeric_outputs[0][0] if lab.numeric_outputs else "")
+    if not raw:
+        return Prediction(text, None, None, None)
+    if metric not in units:
+        raise PredictionError("Choose which result your number predicts.")
+    try:
+        value, unit = parse_number(raw)
+        value, _ = _convert(value, unit, units[metric])
+    except AnswerError as e:
+        raise PredictionError(f"Prediction: {e}") from None
+    return Prediction(text, value, units[metric], metric)
+
+
+def record(
+    session: Session, learner: str, lab: Lab, run: Run, pred: Prediction, source: str
+) -> NotebookEntry | None:
+    if pred.empty:
+        return None
+    entry = NotebookEntry(
+        learner_id=learner,
+        source=source[:140] or f"lab:{lab.id}",
+        lab_id=lab.id,
+        run_id=run.id,
+        prediction=pred.text,
+        predicted_value=pred.value,
+        predicted_unit=pred.unit,
+        metric=pred.metric,
+    )
+    session.add(entry)
+    session.commit()
+    return entry
+
+
+def _number(result: dict[str, Any] | None, key: str | None) -> float | None:
+    if not result or not key:
+        return None
+    node: Any = result
+    for part in key.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return None
+    if isinstance(node, bool) or not isinstance(node, int | float) or not math.isfinite(node):
+        return None
+    return float(node)
+
+
+def settle(session: Session, entry: NotebookEntry, run: Run | None) -> None:
+    """Once the run has ended, fill in the actual value and grade the prediction (idempotent)."""
+    if (
+        run is None
+        or not run.is_final
+        or entry.actual_value is not None
+        or entry.predicted_value is None
+    ):
+        return
+    actual = _number(run.result, entry.metric)
+    if actual is None:
+        return
+    entry.actual_value = actual
+    entry.prediction_correct = abs(entry.predicted_value - actual) <= PREDICTION_TOLERANCE * max(
+        abs(actual), 1e-12
+    )
+    entry.updated_at = utcnow()
+    if not entry.prediction_correct:
+        card = review.get_or_create(session, entry.learner_id, "prediction", entry.id)
+        if card.reps == 0:
+            review.rate(session, card, 1)
+    session.commit()
+
+
+def for_run(session: Session, run: Run) -> NotebookEntry | None:
+    entry = session.scalar(
+        select(NotebookEntry)
+        .where(NotebookEntry.run_id == run.id, NotebookEntry.learner_id == run.learner_id)
+        .order_by(NotebookEntry.created_at.desc())
+        .limit(1)
+    )
+    if entry is not None:
+        settle(session, entry, run)
+    return entry
+
+
+def reflect(session: Session, entry: NotebookEntry, next_step: str, evidence: str) -> None:
+    entry.next_step = next_step.strip()[:MAX_TEXT]
+    entry.evidence = evidence.strip()[:MAX_TEXT]
+    entry.updated_at = utcnow()
+    session.commit()
+
+
+def search(session: Session, learner: str, q: str = "", limit: int = 200) -> list[NotebookEntry]:
+    stmt = select(NotebookEntry).where(NotebookEntry.learner_id == learner)
+    q = q.strip()[:200]
+    if q:
+        like = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        fields = (
+            NotebookEntry.prediction,
+            NotebookEntry.next_step,
+            NotebookEntry.evidence,
+            NotebookEntry.lab_id,
+            NotebookEntry.source,
+        )
+        from sqlalchemy import func
+
+        stmt = stmt.where(or_(*(func.lower(f).like(like, escape="\\") for f in fields)))
+    return list(session.scalars(stmt.order_by(NotebookEntry.created_at.desc()).limit(limit)))
+
+
+def _fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.6g}"
+
+
+def to_markdown(entries: list[NotebookEntry], runs_by_id: dict[str, Run]) -> str:
+    """The notebook as a Markdown report: prediction, parameters, outcome, environment, next step."""
+    out = ["# My lowbit notebook", ""]
+    for e in entries:
+        run = runs_by_id.get(e.run_id or "")
+        out.append(f"## {e.created_at:%Y-%m-%d %H:%M} UTC · {e.lab_id or e.source}")
+        out.append("")
+        out.append(f"- **From:** {e.source}")
+        if run is not None:
+            out.append(f"- **Run:** `{run.id[:8]}` ({run.status})")
+            params = ", ".join(f"`{k}={v}`" for k, v in (run.params or {}).items())
+            out.append(f"- **Parameters:** {params or 'defaults'}")
+            env = run.environment or {}
+            where = ", ".join(
+                f"{k}: {env[k]}" for k in ("host", "device", "gpu_name", "torch") if k in env
+            )
+            if where:
+                out.append(f"- **Environment:** {where}")
+        out.append(f"- **Prediction:** {e.prediction or '—'}")
+        if e.predicted_value is not None:
+            verdict = (
+                ""
+                if e.prediction_correct is None
+                else (" ✓ within 10 %" if e.prediction_correct else " ✗ off by more than 10 %")
+            )
+            out.append(
+                f"- **Predicted {e.metric}:** {_fmt(e.predicted_value)} {e.predicted_unit or ''} · **actual:** {_fmt(e.actual_value)}{verdict}"
+            )
+        out.append(f"- **Next diagnostic step:** {e.next_step or '—'}")
+        out.append(f"- **Evidence kept:** {e.evidence or '—'}")
+        out.append("")
+    return "\n".join(out)
