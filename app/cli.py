@@ -91,9 +91,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    if args.check:
+        return worker_check(_settings())
     from labs.runtime.cli import worker_main
 
     return worker_main(_settings())
+
+
+def worker_check(settings) -> int:  # type: ignore[no-untyped-def]
+    """Container health check: a worker on this host heartbeat within the reaper grace."""
+    import socket
+    from datetime import timedelta
+
+    from sqlalchemy import select
+
+    from app.db import Worker, make_engine, make_sessionmaker, utcnow
+
+    engine = make_engine(settings.db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            since = utcnow() - timedelta(seconds=settings.reaper_grace_seconds)
+            alive = s.scalar(
+                select(Worker.id).where(
+                    Worker.host == socket.gethostname(),
+                    Worker.status == "up",
+                    Worker.last_heartbeat >= since,
+                )
+            )
+    finally:
+        engine.dispose()
+    print("worker healthy" if alive else "no live worker on this host", file=sys.stderr)
+    return 0 if alive else 1
 
 
 def cmd_lab_list(args: argparse.Namespace) -> int:
@@ -126,9 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--embedded-worker", action="store_true", help="also start a lab worker process")
     s.set_defaults(fn=cmd_serve)
 
-    sub.add_parser("worker", help="run a lab worker (takes runs from the queue)").set_defaults(
-        fn=cmd_worker
+    w = sub.add_parser("worker", help="run a lab worker (takes runs from the queue)")
+    w.add_argument(
+        "--check", action="store_true", help="exit 0 if a worker on this host heartbeats"
     )
+    w.set_defaults(fn=cmd_worker)
     sub.add_parser("migrate", help="create or upgrade the database schema").set_defaults(
         fn=cmd_migrate
     )

@@ -353,6 +353,8 @@ class LabWorker:
 
     def _record(self, run_id: str, queue: str, outcome: Outcome, env: dict[str, Any]) -> None:
         env = {**env, **outcome.environment}
+        if outcome.reason:  # why the child ended (time, memory, output, crash…): /metrics counts these
+            env["end_reason"] = outcome.reason
         if outcome.status == "lost":
             log.warning("run taken over by another worker", extra={"run": run_id})
             return
