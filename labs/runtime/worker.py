@@ -21,11 +21,13 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from app.db import make_engine, make_sessionmaker
 from app.settings import Settings
@@ -49,6 +51,21 @@ SHUTDOWN_GRACE_S = 10.0
 # Upper bound on the reaper period, seconds.
 REAPER_MAX_INTERVAL_S = 10.0
 NVIDIA_SMI_TIMEOUT_S = 10.0
+# Seconds a worker keeps retrying a run's database writes (claim, events, result)
+# through a database restart or a full disk before leaving the run to the reaper.
+DB_RETRY_S = 20.0
+DB_RETRY_BACKOFF_S = 0.5
+
+T = TypeVar("T")
+
+
+def is_transient_db_error(e: BaseException) -> bool:
+    """A lost connection, a restarting server, a locked or full SQLite file: worth
+    retrying. Constraint violations and programming errors are not."""
+    return isinstance(e, OperationalError | InterfaceError) or (
+        isinstance(e, DBAPIError) and e.connection_invalidated
+    )
+
 
 # Imported once in the parent so no run pays for them.
 PRELOAD = (
@@ -277,12 +294,32 @@ class LabWorker:
             except Exception:
                 log.exception("run handling failed", extra={"run": item[1]})
 
+    def _db(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()``, retried for ``DB_RETRY_S`` seconds while the database is unavailable."""
+        deadline = time.monotonic() + DB_RETRY_S
+        while True:
+            try:
+                return fn()
+            except Exception as e:
+                if not is_transient_db_error(e) or time.monotonic() >= deadline:
+                    raise
+                log.warning(
+                    "database unavailable; retrying",
+                    extra={"what": what, "error": f"{type(e).__name__}: {str(e)[:200]}"},
+                )
+                if self.killing.wait(DB_RETRY_BACKOFF_S):
+                    raise
+
     def handle(self, run_id: str) -> None:
-        run = runs.claim(self.factory, run_id, self.worker_id)
+        run = self._db("claim", lambda: runs.claim(self.factory, run_id, self.worker_id))
         if run is None:
             return  # duplicate message, cancelled, or another worker has it
         with self.lock:
             self.active[run_id] = _Active(run_id, time.monotonic())
+        log.info(
+            "run started",
+            extra={"run": run_id, "lab": run.lab_id, "attempt": run.attempts, "queue": run.queue},
+        )
         try:
             self._execute(run_id, run.lab_id, run.params, run.attempts, run.queue)
         except Exception as e:  # never leave a claimed run heartbeating forever
@@ -343,7 +380,9 @@ class LabWorker:
         )
 
         def store(batch: list[tuple[str, dict[str, Any]]]) -> bool:
-            return runs.append_events(self.factory, run_id, self.worker_id, batch)
+            return self._db(
+                "events", lambda: runs.append_events(self.factory, run_id, self.worker_id, batch)
+            )
 
         def should_stop() -> bool:
             return run_id in self.cancelled or self.killing.is_set()
@@ -353,7 +392,9 @@ class LabWorker:
 
     def _record(self, run_id: str, queue: str, outcome: Outcome, env: dict[str, Any]) -> None:
         env = {**env, **outcome.environment}
-        if outcome.reason:  # why the child ended (time, memory, output, crash…): /metrics counts these
+        if (
+            outcome.reason
+        ):  # why the child ended (time, memory, output, crash…): /metrics counts these
             env["end_reason"] = outcome.reason
         if outcome.status == "lost":
             log.warning("run taken over by another worker", extra={"run": run_id})
@@ -366,6 +407,7 @@ class LabWorker:
                 self.worker_id,
                 "The worker was stopped; the run was queued again.",
             ):
+                log.info("run handed back to the queue", extra={"run": run_id})
                 self.queue.enqueue(run_id, queue)
             return
         ending = runs.Ending(
@@ -376,8 +418,20 @@ class LabWorker:
             sandbox=outcome.sandbox,
             duration_s=outcome.duration_s,
         )
-        if not runs.finish(self.factory, run_id, self.worker_id, ending):
+        if not self._db(
+            "finish", lambda: runs.finish(self.factory, run_id, self.worker_id, ending)
+        ):
             log.warning("run ended elsewhere before this worker finished it", extra={"run": run_id})
+            return
+        log.info(
+            "run finished",
+            extra={
+                "run": run_id,
+                "status": outcome.status,
+                "end_reason": outcome.reason,
+                "duration_s": outcome.duration_s,
+            },
+        )
 
     # -- maintenance --------------------------------------------------------
 
