@@ -130,6 +130,16 @@ REDIS_URL = os.environ.get("LOWBIT_TEST_REDIS", "redis://127.0.0.1:6379")
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database, dropped afterwards."""
+    yield from _pg_database()
+
+
+@pytest.fixture(scope="module")
+def pg_url_module() -> Iterator[str]:
+    """One PostgreSQL database shared by a test module."""
+    yield from _pg_database()
+
+
+def _pg_database() -> Iterator[str]:
     import uuid
 
     from sqlalchemy import create_engine, text
