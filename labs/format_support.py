@@ -82,15 +82,25 @@ VLLM_BF16 = Source(
     "use float16 instead (--dtype=half)'",
     "https://github.com/vllm-project/vllm/blob/v0.6.6/vllm/worker/worker.py",
 )
+# The Marlin gates are pinned to the release the rules encode: vLLM v0.11.2 (November
+# 2025) requires capability 8.0. Later releases (vllm-project/vllm PR #29901, December
+# 2025) run FP8 and NVFP4 Marlin on Turing 7.5 too, with fp16 activations; MXFP4 Marlin
+# still needs bf16 activations, so 8.0.
+VLLM_RULES_VERSION = "v0.11.2"
 VLLM_FP8_MARLIN = Source(
-    "vLLM marlin_utils_fp8.py: is_fp8_marlin_supported() = capability >= 8.0 (weight-only FP8 "
-    "on GPUs without FP8 tensor cores)",
-    "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py",
+    f"vLLM {VLLM_RULES_VERSION} marlin_utils_fp8.py: is_fp8_marlin_supported() = capability "
+    ">= 8.0 (weight-only FP8 on GPUs without FP8 tensor cores)",
+    f"https://github.com/vllm-project/vllm/blob/{VLLM_RULES_VERSION}/vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py",
 )
 VLLM_FP4_MARLIN = Source(
-    "vLLM marlin_utils_fp4.py: is_fp4_marlin_supported() = capability >= 8.0 (weight-only "
-    "FP4 on GPUs without FP4 tensor cores)",
-    "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py",
+    f"vLLM {VLLM_RULES_VERSION} marlin_utils_fp4.py: is_fp4_marlin_supported() = capability "
+    ">= 8.0 (weight-only FP4 on GPUs without FP4 tensor cores)",
+    f"https://github.com/vllm-project/vllm/blob/{VLLM_RULES_VERSION}/vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py",
+)
+VLLM_TURING_MARLIN = Source(
+    "vLLM PR #29901 (after v0.11.2): Marlin kernels on Turing (sm75) for GPTQ, AWQ, FP8 and "
+    "NVFP4 weights with fp16 activations; not MXFP4, which needs bf16 activations",
+    "https://github.com/vllm-project/vllm/pull/29901",
 )
 MARLIN = Source(
     "Marlin: mixed-precision int4 × fp16 kernel for Ampere and newer (sm_80+)",
@@ -147,7 +157,7 @@ FORMATS: dict[str, FormatSpec] = {
             "int8",
             "int8",
         ),
-        FormatSpec("awq", "int4 AWQ (W4A16, group 128, zero points)", "int4", None),
+        FormatSpec("awq", "int4 AWQ (W4A16, group 128, zero points)", "awq", None),
         FormatSpec("gptq", "int4 GPTQ (W4A16, group 128)", "int4", None),
         FormatSpec("mxfp4", "MXFP4 (OCP MX: E2M1, E8M0 scale per 32)", "mxfp4", "mxfp4"),
         FormatSpec("nvfp4", "NVFP4 (E2M1, E4M3 scale per 16, fp32 tensor scale)", "nvfp4", "nvfp4"),
@@ -157,6 +167,10 @@ FORMATS: dict[str, FormatSpec] = {
 
 SM_AMPERE, SM_TURING, SM_VOLTA, SM_ADA, SM_BLACKWELL, SM_PASCAL_DP4A = 80, 75, 70, 89, 100, 61
 _OFFLINE = "dequantize offline to fp16"
+_MARLIN_VERSION = (
+    f"capability 8.0 is vLLM {VLLM_RULES_VERSION}'s Marlin gate; releases after it (PR #29901) "
+    "also run this Marlin path on Turing 7.5 with fp16 activations"
+)
 
 # Rows in descending min_sm; the first row a GPU reaches applies. Every format ends
 # with a min_sm=0 row, so every capability gets an answer.
@@ -199,16 +213,17 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "activations stay bf16",
             "bf16",
             (VLLM_FP8_MARLIN, VLLM_HW),
-            note="the activation scales of the file are unused",
+            note="the activation scales of the file are unused; " + _MARLIN_VERSION,
         ),
         Rule(
             0,
             "unsupported",
-            "no FP8 kernel below sm_80 in vLLM (FP8 W8A8 and FP8 Marlin need 8.0+)",
+            f"no FP8 kernel below sm_80 in vLLM {VLLM_RULES_VERSION} (FP8 W8A8 and FP8 Marlin "
+            "need 8.0+)",
             "fp16",
-            (VLLM_HW, VLLM_FP8_MARLIN),
+            (VLLM_HW, VLLM_FP8_MARLIN, VLLM_TURING_MARLIN),
             upcast_to="fp16",
-            note=_OFFLINE + " (2× the bytes)",
+            note=_OFFLINE + " (2× the bytes); " + _MARLIN_VERSION,
         ),
     ),
     "int8": (
@@ -301,15 +316,18 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "E2M1 widened to bf16",
             "bf16",
             (VLLM_FP4_MARLIN,),
+            note=f"capability 8.0 is vLLM {VLLM_RULES_VERSION}'s FP4 Marlin gate",
         ),
         Rule(
             0,
             "unsupported",
-            "no MXFP4 kernel below sm_80",
+            "no MXFP4 kernel below sm_80 (MXFP4 Marlin needs bf16 activations)",
             "fp16",
-            (VLLM_FP4_MARLIN,),
+            (VLLM_FP4_MARLIN, VLLM_TURING_MARLIN),
             upcast_to="fp16",
-            note=_OFFLINE + " (3.8× the bytes)",
+            note=_OFFLINE + f" (3.8× the bytes); capability 8.0 is vLLM {VLLM_RULES_VERSION}'s FP4 "
+            "Marlin gate, and later releases keep MXFP4 Marlin at 8.0+ because it needs bf16 "
+            "activations",
         ),
     ),
     "nvfp4": (
@@ -326,15 +344,16 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "FP4 Marlin: weight-only, E2M1 × E4M3-scale widened to bf16 in registers",
             "bf16",
             (VLLM_FP4_MARLIN,),
+            note=_MARLIN_VERSION,
         ),
         Rule(
             0,
             "unsupported",
-            "no NVFP4 kernel below sm_80 (FP4 Marlin needs 8.0)",
+            f"no NVFP4 kernel below sm_80 in vLLM {VLLM_RULES_VERSION} (FP4 Marlin needs 8.0)",
             "fp16",
-            (VLLM_FP4_MARLIN,),
+            (VLLM_FP4_MARLIN, VLLM_TURING_MARLIN),
             upcast_to="fp16",
-            note=_OFFLINE + " (3.6× the bytes)",
+            note=_OFFLINE + " (3.6× the bytes); " + _MARLIN_VERSION,
         ),
     ),
     "q4_0": (
@@ -529,9 +548,19 @@ class Result(LabResult):
     native: bool
     file_bits_per_param: float
     resident_bits_per_param: float
-    decode_bytes_ratio: float = Field(description="Weight bytes read per decode step / bf16's")
+    decode_bytes_ratio: float = Field(
+        description="Per projection matrix: resident bits per parameter / 16, the weight bytes "
+        "a decode step reads for the quantized matrices relative to bf16 (embeddings, lm_head "
+        "and norms, which stay bf16, are left out; see decode_speedup_bound_whole_model)"
+    )
     decode_speedup_bound: float = Field(
-        description="bf16 weight bytes / this path's (memory-bound)"
+        description="Per projection matrix: bf16 weight bytes / this path's, the memory-bound "
+        "decode speedup if only the quantized matrices were read"
+    )
+    decode_speedup_bound_whole_model: float = Field(
+        description="Whole model: bf16's weight bytes read per batch-1 decode step / this "
+        "path's (lm_head in full, one embedding row, MoE: routed experts only), the same "
+        "basis as weights_file_gb and weights_resident_gb"
     )
     compute_speedup: float | None
     model: str
@@ -567,10 +596,17 @@ def _gpu_row(
     )
 
 
-def _speed_text(rule: Rule, ratio: float, speedup: float | None) -> str:
+def _speed_text(
+    rule: Rule, ratio: float, whole_model_bound: float, speedup: float | None, quantized: bool
+) -> str:
+    whole = (
+        f"{whole_model_bound:.2f}× for the whole model, whose embeddings and lm_head stay bf16"
+        if quantized
+        else f"{whole_model_bound:.2f}× for the whole model"
+    )
     decode = (
-        f"decode (memory-bound, small batch) reads {ratio:.2f}× the weight bytes of bf16, "
-        f"so at best {1 / ratio:.2f}× bf16's tokens/s"
+        f"decode (memory-bound, small batch) reads {ratio:.2f}× the weight bytes of bf16 per "
+        f"projection matrix, so at best {1 / ratio:.2f}× bf16's tokens/s ({whole})"
     )
     if rule.path == "native":
         prefill = (
@@ -643,6 +679,10 @@ def run(params: Params, ctx: Context) -> Result:
     file_bits = file_bits_per_param(spec.key)
     resident_bits = resident_bits_per_param(spec.key, rule)
     ratio = resident_bits / BASELINE_BITS
+    bf16_read = memory.weight_bytes_read_per_step(model, "bf16", 1, 1)
+    whole_model_bound = bf16_read / memory.weight_bytes_read_per_step(
+        model, resident_key(spec.key, rule), 1, 1
+    )
     speedup = compute_speedup(reg, rule)
 
     rows = [
@@ -691,7 +731,7 @@ def run(params: Params, ctx: Context) -> Result:
             "path",
             "kernel",
             "matmul in",
-            "bits/param resident",
+            "bits/param resident (projection matrix)",
             f"{model.name} weights (GB)",
             "fits (weights only)",
             "batch-1 decode bound (tokens/s)",
@@ -717,12 +757,13 @@ def run(params: Params, ctx: Context) -> Result:
     )
     ctx.table(
         f"Capability thresholds for {spec.key}",
-        ["from compute capability", "path", "kernel", "sources"],
+        ["from compute capability", "path", "kernel", "note", "sources"],
         [
             [
                 f"{x.min_sm // 10}.{x.min_sm % 10}",
                 x.path,
                 x.kernel,
+                x.note,
                 "; ".join(s.url for s in x.sources),
             ]
             for x in RULES[spec.key]
@@ -731,7 +772,15 @@ def run(params: Params, ctx: Context) -> Result:
     ctx.progress(0.6, "bytes per parameter")
     ctx.metric("file_bits_per_param", file_bits, "bits", "stored bits per parameter")
     ctx.metric("resident_bits_per_param", resident_bits, "bits", f"bits per parameter on {name}")
-    ctx.metric("decode_bytes_ratio", ratio, "× bf16", "decode weight bytes vs bf16")
+    ctx.metric(
+        "decode_bytes_ratio", ratio, "× bf16", "decode weight bytes vs bf16, per projection matrix"
+    )
+    ctx.metric(
+        "decode_speedup_bound_whole_model",
+        whole_model_bound,
+        "× bf16",
+        "memory-bound decode speedup over bf16, whole model",
+    )
     if speedup is not None:
         ctx.metric("compute_speedup", speedup, "× 16-bit", "matmul peak vs 16-bit")
 
@@ -750,7 +799,8 @@ def run(params: Params, ctx: Context) -> Result:
         ),
         {"labels": labels, "tokens_per_s": values},
     )
-    speed = _speed_text(rule, ratio, speedup)
+    quantized = memory.WEIGHT_FORMATS[resident_key(spec.key, rule)].quantized
+    speed = _speed_text(rule, ratio, whole_model_bound, speedup, quantized)
     ctx.log(verdict)
     ctx.log(f"Meaning: {PATH_MEANING[rule.path]}.")
     ctx.log(f"Speed: {speed}")
@@ -775,6 +825,7 @@ def run(params: Params, ctx: Context) -> Result:
         resident_bits_per_param=resident_bits,
         decode_bytes_ratio=ratio,
         decode_speedup_bound=1 / ratio,
+        decode_speedup_bound_whole_model=whole_model_bound,
         compute_speedup=speedup,
         model=model.id,
         weights_file_gb=memory.gb(file_bytes),

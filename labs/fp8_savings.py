@@ -8,14 +8,18 @@ Roofline assumption, stated: a decode step is bounded by
 max(bytes moved / (peak bandwidth × ``bandwidth_efficiency``),
 FLOPs / peak tensor throughput) plus a fixed per-step cost that no weight
 format changes (launches, sampling, scheduling, all-reduce latency). Bytes
-moved per GPU = weights read once (MoE: only routed experts) + every cached
-K/V of every sequence. Activations and logits are small in decode and are
-left out. FP8 matmuls run at FP8 tensor-core speed where the GPU has it,
-otherwise at bf16/fp16 speed after dequantization (weight-only FP8).
+moved per GPU = weights read once (MoE: only routed experts; of the token
+embedding table only the one row each sequence looks up, while the lm_head is
+read in full) + every cached K/V of every sequence. Activations and logits are
+small in decode and are left out. FP8 matmuls run at FP8 tensor-core speed
+where the GPU has it, otherwise at bf16/fp16 speed after dequantization
+(weight-only FP8).
 
 The lab compares both at the same batch, then at the largest batch each
 configuration's free memory admits, and finds the largest batch that meets
-the per-token latency target.
+the per-token latency target. A configuration whose weights, KV cache and
+overhead do not fit at the requested batch gets no step time or throughput
+at that batch (None, "does not fit"): it could not run.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from labs.models import ModelConfig, ModelId, get_model
 
 MAX_BATCH = 4096
 PLOT_POINTS = 24
+DOES_NOT_FIT = "does not fit"
 
 
 class Params(LabParams):
@@ -94,7 +99,8 @@ class Params(LabParams):
 
 
 class Scenario(BaseModel):
-    """One configuration; bytes and GB per GPU, times in ms, throughput in tokens/s."""
+    """One configuration; bytes and GB per GPU, times in ms, throughput in tokens/s.
+    The step figures at the requested batch are None when it does not fit."""
 
     name: str
     weight_format: str
@@ -104,11 +110,14 @@ class Scenario(BaseModel):
     kv_bytes_per_gpu: int
     total_gb_per_gpu: float
     fits: bool
-    step_weight_bytes: int
+    step_weight_bytes: int = Field(
+        description="Weight bytes one GPU reads per decode step: every weight except the "
+        "embedding table (one row per sequence is looked up); the lm_head in full"
+    )
     step_kv_bytes: int
-    step_ms: float
-    bound: str
-    tokens_per_s: float
+    step_ms: float | None = Field(description="Decode step time, ms; None: does not fit")
+    bound: str | None = Field(description="memory or compute; None: does not fit")
+    tokens_per_s: float | None = Field(description="batch / step time; None: does not fit")
     max_batch: int
     step_ms_at_max_batch: float | None
     tokens_per_s_at_max_batch: float | None
@@ -126,8 +135,8 @@ class Result(LabResult):
     fp8: Scenario
     weights_saved_gb_per_gpu: float
     kv_saved_gb_per_gpu: float
-    step_ms_saved: float
-    speedup_same_batch: float
+    step_ms_saved: float | None = Field(description="None when either does not fit")
+    speedup_same_batch: float | None = Field(description="None when either does not fit")
     max_batch_bf16: int
     max_batch_fp8: int
     throughput_gain_at_target: float | None
@@ -202,15 +211,20 @@ def _scenario(
         fits=budget.fits,
         step_weight_bytes=step.weight_bytes,
         step_kv_bytes=step.kv_bytes,
-        step_ms=step.seconds * memory.MS_PER_S,
-        bound=step.bound,
-        tokens_per_s=p.batch / step.seconds,
+        step_ms=step.seconds * memory.MS_PER_S if budget.fits else None,
+        bound=step.bound if budget.fits else None,
+        tokens_per_s=p.batch / step.seconds if budget.fits else None,
         max_batch=max_b,
         step_ms_at_max_batch=at_max.seconds * memory.MS_PER_S if at_max else None,
         tokens_per_s_at_max_batch=max_b / at_max.seconds if at_max else None,
         best_batch_under_target=best,
         tokens_per_s_under_target=best / best_step if best_step else 0.0,
     )
+
+
+def _shown(value: float | None, digits: int) -> float | str:
+    """A table cell: the rounded value, or "does not fit" for a configuration that cannot run."""
+    return DOES_NOT_FIT if value is None else round(value, digits)
 
 
 def run(params: Params, ctx: Context) -> Result:
@@ -242,6 +256,10 @@ def run(params: Params, ctx: Context) -> Result:
         if base.tokens_per_s_under_target
         else None
     )
+    step_ms_saved = speedup = None
+    if base.step_ms is not None and fp8.step_ms is not None:
+        step_ms_saved = base.step_ms - fp8.step_ms
+        speedup = base.step_ms / fp8.step_ms
 
     ctx.table(
         f"{model.name} on {p.tensor_parallel} × {gpu.name}, batch {p.batch}, {p.context_tokens} cached tokens",
@@ -269,9 +287,9 @@ def run(params: Params, ctx: Context) -> Result:
                 round(gb(fp8.step_kv_bytes), 3),
             ],
             ["fixed step cost (ms)", p.step_overhead_ms, p.step_overhead_ms],
-            ["step time (ms)", round(base.step_ms, 2), round(fp8.step_ms, 2)],
-            ["bound by", base.bound, fp8.bound],
-            ["tokens/s at this batch", round(base.tokens_per_s, 1), round(fp8.tokens_per_s, 1)],
+            ["step time (ms)", *(_shown(s.step_ms, 2) for s in (base, fp8))],
+            ["bound by", *(s.bound or DOES_NOT_FIT for s in (base, fp8))],
+            ["tokens/s at this batch", *(_shown(s.tokens_per_s, 1) for s in (base, fp8))],
             ["largest batch that fits", base.max_batch, fp8.max_batch],
             [
                 f"largest batch ≤ {p.latency_target_ms:g} ms/step",
@@ -288,7 +306,8 @@ def run(params: Params, ctx: Context) -> Result:
     ctx.metric(
         "weights_saved_gb_per_gpu", gb(base.weights_bytes_per_gpu - fp8.weights_bytes_per_gpu), "GB"
     )
-    ctx.metric("speedup_same_batch", base.step_ms / fp8.step_ms, "×")
+    if speedup is not None:
+        ctx.metric("speedup_same_batch", speedup, "×")
     ctx.metric("max_batch_bf16", base.max_batch, "sequences")
     ctx.metric("max_batch_fp8", fp8.max_batch, "sequences")
     if gain is not None:
@@ -322,10 +341,18 @@ def run(params: Params, ctx: Context) -> Result:
     )
     for note in notes:
         ctx.log(note)
-    ctx.log(
-        f"Same batch {p.batch}: {base.step_ms:.1f} ms → {fp8.step_ms:.1f} ms per step "
-        f"({base.step_ms / fp8.step_ms:.2f}×). Largest batch that fits: {base.max_batch} → {fp8.max_batch}."
-    )
+    if base.step_ms is not None and fp8.step_ms is not None:
+        same = (
+            f"Same batch {p.batch}: {base.step_ms:.1f} ms → {fp8.step_ms:.1f} ms per step "
+            f"({speedup:.2f}×)."
+        )
+    else:
+        steps = ", ".join(
+            f"{s.name} {DOES_NOT_FIT if s.step_ms is None else f'{s.step_ms:.1f} ms per step'}"
+            for s in (base, fp8)
+        )
+        same = f"Same batch {p.batch}: {steps}."
+    ctx.log(f"{same} Largest batch that fits: {base.max_batch} → {fp8.max_batch}.")
     ctx.progress(1.0, "done")
     return Result(
         model=model.id,
@@ -337,8 +364,8 @@ def run(params: Params, ctx: Context) -> Result:
         fp8=fp8,
         weights_saved_gb_per_gpu=gb(base.weights_bytes_per_gpu - fp8.weights_bytes_per_gpu),
         kv_saved_gb_per_gpu=gb(base.kv_bytes_per_gpu - fp8.kv_bytes_per_gpu),
-        step_ms_saved=base.step_ms - fp8.step_ms,
-        speedup_same_batch=base.step_ms / fp8.step_ms,
+        step_ms_saved=step_ms_saved,
+        speedup_same_batch=speedup,
         max_batch_bf16=base.max_batch,
         max_batch_fp8=fp8.max_batch,
         throughput_gain_at_target=gain,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import torch
 
     from labs.quant import QuantizedTensor
+    from labs.quant.metrics import ErrorSplit as LibraryErrorSplit
 
 # The labs.quant formats that take a ``granularity`` option (a test checks them).
 GranularFormatKey = Literal["int8", "int4", "fp8_e4m3", "fp8_e5m2"]
@@ -44,11 +45,6 @@ HEADLINE_BLOCK = 32
 BITS_PER_BYTE = 8
 # One more bit of a uniform quantizer's resolution halves its step: 20·log10(2) dB.
 DB_PER_BIT = 20 * math.log10(2)
-# A value counts as clipped only when it lies beyond its scale group's largest
-# representable magnitude by more than this fraction of it: ``absmax / qmax * qmax``
-# in float32 may land a few ulps (2**-24 each) below absmax itself, and the largest
-# value is then "clipped" by 1e-7 — a rounding artefact, not clipping.
-CLIP_RELATIVE_TOLERANCE = 2.0**-20
 HISTOGRAM_BINS = 20
 # The chart bins a random sample of at most this many errors per granularity.
 PLOT_SAMPLE = 20_000
@@ -147,6 +143,11 @@ class Result(LabResult):
     bits_per_value_block_32: float
 
 
+def outlier_count(numel: int, outlier_fraction: float) -> int:
+    """How many of ``numel`` values ``make_tensor`` makes outliers (at least one)."""
+    return max(1, round(outlier_fraction * numel))
+
+
 def make_tensor(
     rows: int,
     cols: int,
@@ -167,21 +168,31 @@ def make_tensor(
         return -torch.sign(u) * torch.log1p(-2 * u.abs())
     x = torch.randn(rows, cols, generator=g)
     if distribution == "outliers":
-        n = max(1, round(outlier_fraction * x.numel()))
+        n = outlier_count(x.numel(), outlier_fraction)
         idx = torch.randperm(x.numel(), generator=g)[:n]
         x.view(-1)[idx] *= outlier_scale
     return x
 
 
 def clipped_mask(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-    """True where ``x`` lies beyond [lo, hi] by more than CLIP_RELATIVE_TOLERANCE of the
-    range's largest magnitude (all three the same shape)."""
-    import torch
+    """True where ``x`` lies beyond [lo, hi] by more than labs.quant.metrics'
+    CLIP_RELATIVE_TOLERANCE of the range's largest magnitude (all three the same shape)."""
+    from labs.quant.metrics import clipped_beyond
 
-    x64 = x.double()
-    bound = torch.maximum(lo.abs(), hi.abs()).double()
-    overshoot = (x64 - x64.clamp(lo.double(), hi.double())).abs()
-    return overshoot > CLIP_RELATIVE_TOLERANCE * bound
+    return clipped_beyond(x, lo, hi)
+
+
+def _error_split(split: LibraryErrorSplit) -> ErrorSplit:
+    """This lab's ErrorSplit from labs.quant.metrics' (SQNR None instead of ±inf)."""
+    return ErrorSplit(
+        mse=split.mse,
+        rmse=split.rmse,
+        max_abs_error=split.max_abs_error,
+        sqnr_db=split.sqnr_db if math.isfinite(split.sqnr_db) else None,
+        rounding_mse=split.rounding_mse,
+        clipping_mse=split.clipping_mse,
+        clipped=split.clipped_count,
+    )
 
 
 def split_error(
@@ -189,33 +200,18 @@ def split_error(
 ) -> ErrorSplit:
     """Error of ``deq`` against ``x`` with, for each element, the range [lo, hi] its scale
     group can represent (all four the same shape). Errors of elements beyond their range
-    (by more than CLIP_RELATIVE_TOLERANCE of it) are clipping error, the rest rounding."""
+    (``clipped_mask``) are clipping error, the rest rounding (labs.quant.metrics)."""
+    from labs.quant.metrics import error_split
 
-    x64 = x.double()
-    err = deq.double() - x64
-    sq = err * err
-    clipped = clipped_mask(x, lo, hi)
-    n = x.numel()
-    total = float(sq.sum())
-    clip = float(sq[clipped].sum())
-    signal = float((x64 * x64).sum())
-    return ErrorSplit(
-        mse=total / n,
-        rmse=math.sqrt(total / n),
-        max_abs_error=float(err.abs().max()),
-        sqnr_db=10 * math.log10(signal / total) if total > 0 and signal > 0 else None,
-        rounding_mse=(total - clip) / n,
-        clipping_mse=clip / n,
-        clipped=int(clipped.sum()),
-    )
+    return _error_split(error_split(x, deq, clipped_mask(x, lo, hi)))
 
 
 def element_bounds(q: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per element of ``q``: the smallest and largest value its scale group can represent,
-    shaped like the quantized input."""
-    lo, hi = q.block_bounds()
-    shape = (q.layout.n_blocks, q.layout.block_len)
-    return q.unblock(lo[:, None].expand(shape)), q.unblock(hi[:, None].expand(shape))
+    shaped like the quantized input (labs.quant.metrics.element_bounds)."""
+    from labs.quant.metrics import element_bounds as bounds
+
+    return bounds(q)
 
 
 def _abs_error_histograms(
@@ -256,6 +252,8 @@ def _score(row: GranularityRow, value: float | None) -> float:
 def run(params: Params, ctx: Context) -> Result:
     from labs import plots
     from labs.quant import quantize
+    from labs.quant.metrics import clipped_mask as library_clipped_mask
+    from labs.quant.metrics import error_split
 
     rows, cols = params.shape
     ctx.progress(0.02, "making the tensor")
@@ -264,11 +262,14 @@ def run(params: Params, ctx: Context) -> Result:
     ).to(ctx.device)
     numel = x.numel()
     absmax = float(x.abs().max())
-    detail = (
-        f" ({params.outlier_fraction:.2%} of values ×{params.outlier_scale:g})"
-        if params.distribution == "outliers"
-        else ""
-    )
+    detail = ""
+    if params.distribution == "outliers":
+        n_outliers = outlier_count(numel, params.outlier_fraction)
+        # The count as well as the share: one outlier in 2**18 values rounds to 0.00 %.
+        detail = (
+            f" ({n_outliers} outlier{'s' if n_outliers != 1 else ''}, "
+            f"{PERCENT * n_outliers / numel:.3g}% of values, ×{params.outlier_scale:g})"
+        )
     ctx.log(
         f"x: {params.distribution}{detail}, {rows}×{cols} float32 (seed {params.seed}), "
         f"absmax {absmax:.4g}; format {params.format}"
@@ -282,8 +283,7 @@ def run(params: Params, ctx: Context) -> Result:
         ctx.progress(0.05 + 0.8 * i / len(GRANULARITIES), f"{params.format}, {label} scales")
         q = quantize(x, params.format, granularity=g)
         deq = q.dequantize()
-        lo, hi = element_bounds(q)
-        split = split_error(x, deq, lo, hi)
+        split = _error_split(error_split(x, deq, library_clipped_mask(x, q)))
         errors[label] = (deq - x).reshape(-1).cpu()
         bits = BITS_PER_BYTE * q.nbytes / numel
         per_bit = split.sqnr_db / bits if split.sqnr_db is not None else None

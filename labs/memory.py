@@ -64,7 +64,8 @@ KV_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "in
 class WeightFormat:
     """How one weight format stores a ``[rows, cols]`` matrix.
 
-    ``block_size`` values along the input dim share one ``scale_bits`` scale;
+    ``block_size`` values along the input dim share one ``scale_bits`` scale (and,
+    for asymmetric formats such as AWQ, one ``zero_point_bits`` zero point);
     ``block_size=None`` means one scale per output row (per channel).
     """
 
@@ -74,23 +75,26 @@ class WeightFormat:
     block_size: int | None = None
     scale_bits: int = 0
     tensor_scale_bits: int = 0
+    zero_point_bits: int = 0
     layout: str = ""
 
     def matrix_bytes(self, rows: int, cols: int) -> int:
-        """Bytes of one ``[rows, cols]`` matrix: codes + block scales + tensor scale."""
+        """Bytes of one ``[rows, cols]`` matrix: codes + block scales and zero points +
+        tensor scale."""
         codes_bits = rows * cols * self.element_bits
         if not self.quantized:
             return math.ceil(codes_bits / BITS_PER_BYTE)
         blocks_per_row = 1 if self.block_size is None else math.ceil(cols / self.block_size)
-        scale_bits = rows * blocks_per_row * self.scale_bits
+        scale_bits = rows * blocks_per_row * (self.scale_bits + self.zero_point_bits)
         return math.ceil((codes_bits + scale_bits + self.tensor_scale_bits) / BITS_PER_BYTE)
 
     @property
     def bits_per_value(self) -> float:
-        """Stored bits per element including block scales (not per-row or per-tensor ones)."""
+        """Stored bits per element including block scales and zero points (not per-row
+        or per-tensor ones)."""
         if not self.quantized or self.block_size is None:
             return float(self.element_bits)
-        return self.element_bits + self.scale_bits / self.block_size
+        return self.element_bits + (self.scale_bits + self.zero_point_bits) / self.block_size
 
 
 FP32_BITS, HALF_BITS, FP8_BITS, INT8_BITS, FP4_BITS, INT4_BITS = 32, 16, 8, 8, 4, 4
@@ -128,7 +132,17 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
             quantized=True,
             block_size=INT4_GROUP,
             scale_bits=HALF_BITS,
-            layout="symmetric int4, one fp16 scale per 128 values (GPTQ/AWQ-style)",
+            layout="symmetric int4, one fp16 scale per 128 values (GPTQ-style)",
+        ),
+        WeightFormat(
+            "awq",
+            INT4_BITS,
+            quantized=True,
+            block_size=INT4_GROUP,
+            scale_bits=HALF_BITS,
+            zero_point_bits=INT4_BITS,
+            layout="asymmetric int4 (AutoAWQ GEMM): one fp16 scale and one 4-bit zero point "
+            "(qzeros, eight per int32) per 128 values",
         ),
         WeightFormat(
             "nvfp4",
@@ -317,9 +331,16 @@ def min_fitting_tensor_parallel(
     kv_tokens: int,
     overhead_gb: float = DEFAULT_RUNTIME_OVERHEAD_GB,
     basis: str = "datasheet",
+    block_aligned: bool = False,
 ) -> int | None:
-    """The smallest valid TP degree at which every GPU fits, or ``None`` up to the limit."""
+    """The smallest valid TP degree at which every GPU fits, or ``None`` up to the limit.
+
+    ``block_aligned=True`` also skips degrees that split a row-parallel weight inside a
+    scale block of ``weight_format`` (``block_alignment_problems``), which kernels reject.
+    """
     for tp in valid_tensor_parallel_sizes(model):
+        if block_aligned and block_alignment_problems(model, weight_format, tp):
+            continue
         budget = per_gpu_budget(
             model,
             gpu,
@@ -377,9 +398,9 @@ def check_context(model_id: str, tokens: int) -> int:
 
 
 # --- Decode roofline -------------------------------------------------------
-# A decode step reads every weight the batch touches and every cached K/V of
-# every sequence once; it is memory-bound when those bytes / bandwidth exceed
-# FLOPs / peak compute. Achieved bandwidth is a fraction of the datasheet peak.
+# A decode step reads every weight the batch touches (one embedding row per
+# sequence, not the table) and every cached K/V of every sequence once; it is
+# memory-bound when those bytes / bandwidth exceed FLOPs / peak compute. Achieved bandwidth is a fraction of the datasheet peak.
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
 # Per-step cost that no weight format changes: kernel launches, sampling,
 # scheduling, tensor-parallel all-reduce latency. Milliseconds.
@@ -422,13 +443,20 @@ def expected_active_experts(model: ModelConfig, batch: int) -> float:
 
 
 def weight_bytes_read_per_step(model: ModelConfig, weight_format: str, tp: int, batch: int) -> int:
-    """Weight bytes one GPU reads in a decode step: all of them, except unrouted MoE experts."""
+    """Weight bytes one GPU reads in a decode step: every weight, except unrouted MoE
+    experts and the token embedding table, of which a step looks up only one row per
+    sequence (at most ``batch`` rows of this GPU's shard). The lm_head is a matmul over the
+    whole vocabulary and is read in full; a tied embedding *is* the lm_head, so it is
+    read in full too."""
     share = expected_active_experts(model, batch) / model.num_experts
     total = 0
     for group in tensor_groups(model):
         n = group_bytes(model, group, weight_format, tp)
         if model.is_moe and group.kind in ("mlp_gate", "mlp_up", "mlp_down"):
             n = round(n * share)
+        if group.kind == "embedding" and not model.tie_word_embeddings:
+            rows, _ = shard_shape(model, group, tp)
+            n = n * min(batch, rows) // rows
         total += n
     return total
 

@@ -106,7 +106,11 @@ class Result(LabResult):
     headroom_gib_per_gpu: float
     fits: bool
     max_kv_tokens_per_gpu: int
-    min_tensor_parallel: int | None
+    min_tensor_parallel: int | None = Field(
+        description="Smallest tensor-parallel size that is valid for the model, fits every "
+        "GPU and splits row-parallel weights on scale-block boundaries; None: none up to "
+        f"{memory.MAX_TENSOR_PARALLEL}"
+    )
     notes: list[str]
 
 
@@ -155,16 +159,21 @@ def run(params: Params, ctx: Context) -> Result:
     kv_per_token_gpu = memory.kv_bytes_per_token(model, params.kv_dtype, tp)
     free_for_kv = budget.capacity - budget.weights - budget.overhead
     ctx.progress(0.5, "finding the smallest tensor-parallel size that fits")
-    min_tp = memory.min_fitting_tensor_parallel(
-        model,
-        gpu,
-        weight_format=params.weight_format,
-        kv_dtype=params.kv_dtype,
-        kv_tokens=kv_tokens,
-        overhead_gb=params.overhead_gb,
-        basis=params.capacity_basis,
-    )
-    notes = _notes(params, budget.fits, min_tp)
+
+    def smallest_tp(block_aligned: bool) -> int | None:
+        return memory.min_fitting_tensor_parallel(
+            model,
+            gpu,
+            weight_format=params.weight_format,
+            kv_dtype=params.kv_dtype,
+            kv_tokens=kv_tokens,
+            overhead_gb=params.overhead_gb,
+            basis=params.capacity_basis,
+            block_aligned=block_aligned,
+        )
+
+    min_tp, min_tp_by_bytes = smallest_tp(True), smallest_tp(False)
+    notes = _notes(params, budget.fits, min_tp, min_tp_by_bytes)
 
     ctx.table(
         "Weights by tensor kind",
@@ -252,7 +261,9 @@ def run(params: Params, ctx: Context) -> Result:
     )
 
 
-def _notes(params: Params, fits: bool, min_tp: int | None) -> list[str]:
+def _notes(
+    params: Params, fits: bool, min_tp: int | None, min_tp_by_bytes: int | None
+) -> list[str]:
     model = get_model(params.model)
     gpu = get_gpu(params.gpu)
     tp = params.tensor_parallel
@@ -272,12 +283,25 @@ def _notes(params: Params, fits: bool, min_tp: int | None) -> list[str]:
         )
     if params.kv_dtype == "bf16" and not gpu.supports("bf16"):
         notes.append(f"{gpu.name} has no bf16: use an fp16 KV cache (same bytes).")
+    if min_tp_by_bytes is not None and min_tp != min_tp_by_bytes:
+        problems = memory.block_alignment_problems(model, params.weight_format, min_tp_by_bytes)
+        instead = (
+            f"the smallest that fits and splits them on block boundaries is {min_tp}"
+            if min_tp is not None
+            else f"no size up to {memory.MAX_TENSOR_PARALLEL} both fits and splits them on "
+            "block boundaries"
+        )
+        notes.append(
+            f"Block alignment, not bytes, sets the tensor-parallel size: TP {min_tp_by_bytes} "
+            f"would hold the bytes, but {problems[0]}, which {params.weight_format} kernels "
+            f"reject; {instead}."
+        )
     if not fits:
-        if min_tp is None:
+        if min_tp is None and min_tp_by_bytes is None:
             notes.append(
                 f"No tensor-parallel size up to {memory.MAX_TENSOR_PARALLEL} fits these settings."
             )
-        elif min_tp > tp:
+        elif min_tp is not None and min_tp > tp:
             notes.append(f"The smallest tensor-parallel size that fits is {min_tp}.")
     return notes
 

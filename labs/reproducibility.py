@@ -169,8 +169,13 @@ def int8_per_channel(w: torch.Tensor) -> torch.Tensor:
 
 
 def fp8_per_tensor(w: torch.Tensor) -> torch.Tensor:
-    """E4M3 fake-quantization with one scale per tensor: amax/448, clamped before the cast
-    (a cast of an out-of-range value to float8_e4m3fn gives NaN, not 448)."""
+    """E4M3 fake-quantization with one scale per tensor: amax/448, clamped before the cast.
+
+    What an out-of-range value becomes in float8_e4m3fn depends on the code path: torch
+    2.13's tensor cast (``.to``) on the CPU saturates to ±448; c10's scalar conversion
+    (``fp8e4m3fn_from_fp32_value``) gives NaN from 480 up, and torch.full or fill_ with such
+    a scalar raise an overflow error; GPU kernels differ again (PTX's ``cvt`` saturates only
+    with ``.satfinite``). Clamping to ±448 first is the portable rule: every path agrees."""
     import torch
 
     scale = (w.abs().amax() / FP8_E4M3_MAX).clamp(min=MIN_SCALE)

@@ -723,8 +723,10 @@ def _check_quantization(
             found=f"scales {_fmt(shape)} in {fname}: {in_f} / {shape[0]} = group_size {real} in "
             f"every one of {len(groups)} quantized modules",
             detail="The tensors were quantized with another group size than config.json says. "
-            "Kernels take the group size from the config, so every scale would be applied to "
-            "the wrong inputs — garbage output, not an error.",
+            "What happens depends on the loader: one that sizes its qzeros and scales buffers "
+            "from config.json fails at load with a size mismatch on every scales tensor; one "
+            "that takes the shapes from the file but the group size from the config loads "
+            "without an error and applies every scale to the wrong inputs — garbage output.",
             next_step=f"Set quantization_config.group_size to {real} (the value the quantizer "
             "used: see its quant_config.json or logs) and check again.",
         )

@@ -525,7 +525,8 @@ def quantize(x: torch.Tensor, fmt: str | Format, **options: Any) -> QuantizedTen
     """Quantize ``x`` to format ``fmt`` (a key of FORMATS) with the format's options.
 
     Options by format: ``granularity`` ("tensor" | "channel" | block size, for int8,
-    int4, fp8_e4m3, fp8_e5m2), ``zero_point`` (int8, int4), ``scale_rounding``
+    int4, fp8_e4m3, fp8_e5m2), ``zero_point`` and ``scale_dtype`` ("fp32" | "fp16",
+    int8, int4), ``scale_rounding``
     ("floor" | "rceil", MX formats), ``double_quant`` (nf4), and ``nonfinite``
     ("raise" | "propagate", every format). Unknown keys or options raise ValueError.
     """
@@ -543,7 +544,9 @@ def bits_per_value(fmt: str, shape: tuple[int, ...] | None = None, **options: An
     Scale types: int8/int4 and fp8_e4m3/fp8_e5m2 store float32 scales (4 bytes per
     tensor, row or block) and, with ``zero_point=True``, one zero point of the element
     width (8 or 4 bits) per scale. So ``bits_per_value("int4", granularity=128)`` is
-    4 + 32/128 = 4.25, and 4 + 36/128 = 4.28125 with a zero point.
+    4 + 32/128 = 4.25, and 4 + 36/128 = 4.28125 with a zero point. int8/int4 with
+    ``scale_dtype="fp16"`` store 2-byte scales, as GPTQ and AWQ checkpoints do:
+    ``bits_per_value("int4", granularity=128, scale_dtype="fp16")`` is 4 + 16/128 = 4.125.
     """
     f = get_format(fmt, **options)
     if shape is None:

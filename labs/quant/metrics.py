@@ -8,11 +8,16 @@ elements of x (sums in float64):
 - ``sqnr_db`` = 10 * log10(sum(x**2) / sum(e**2)); +inf when e is all zero.
 - Clipping vs rounding. Each block can produce values only in [lo, hi] = its element
   range times its decoded scale, plus its offset (``QuantizedTensor.block_bounds``).
-  An element is *clipped* when x < lo or x > hi: it lay beyond the representable range of
-  its block (an NVFP4 or GGUF block scale rounded down, an MX floor scale, an outlier
-  under a per-tensor scale). ``clipping_mse`` = sum(e**2 over clipped elements) / N and
-  ``rounding_mse`` = sum(e**2 over the others) / N, so they add up to ``mse``;
-  ``clipped_count`` and ``clipped_fraction`` count the clipped elements.
+  An element is *clipped* when it lies beyond [lo, hi] by more than
+  ``CLIP_RELATIVE_TOLERANCE`` times the larger of |lo| and |hi|: it lay beyond the
+  representable range of its block (an NVFP4 or GGUF block scale rounded down, an MX
+  floor scale, an outlier under a per-tensor scale). The tolerance exists because an
+  absmax scale ``amax / qmax`` times ``qmax`` can land a few float32 ulps below amax; that
+  is rounding of the scale, not clipping. ``clipping_mse`` = sum(e**2 over clipped
+  elements) / N and ``rounding_mse`` = sum(e**2 over the others) / N, so they add up to
+  ``mse``; ``clipped_count`` and ``clipped_fraction`` count the clipped elements.
+  ``error_split(x, x_hat, clipped)`` computes the same error fields for any
+  reconstruction and clipped mask (``clipped_beyond(x, lo, hi)`` for a range of one's own).
 - ``bits_per_value`` = 8 * nbytes / N: effective bits, padding and per-tensor scales
   included. ``scale_overhead_bytes`` = nbytes - payload bytes: every byte that is not an
   element code (block scales, zero points, tensor scales).
@@ -32,6 +37,27 @@ if TYPE_CHECKING:
     from labs.quant.core import QuantizedTensor
 
 DECIBELS_PER_DECADE = 10.0
+# An element counts as clipped only when it lies beyond its block's range by more than
+# this fraction of the range's largest magnitude. ``amax / qmax * qmax`` in float32 can
+# land a few ulps (2**-24 relative each) below amax, which would otherwise flag the
+# block's largest value as "clipped" by ~1e-7: an artefact of rounding the scale.
+CLIP_RELATIVE_TOLERANCE = 2.0**-20
+
+
+@dataclass(frozen=True)
+class ErrorSplit:
+    """The error of a reconstruction, split into rounding and clipping (see the module)."""
+
+    numel: int
+    mse: float
+    rmse: float
+    sqnr_db: float
+    max_abs_error: float
+    mean_abs_error: float
+    rounding_mse: float
+    clipping_mse: float
+    clipped_count: int
+    clipped_fraction: float
 
 
 @dataclass(frozen=True)
@@ -77,35 +103,51 @@ def _sqnr(signal: float, noise: float) -> float:
     return DECIBELS_PER_DECADE * math.log10(signal / noise)
 
 
-def clipped_mask(x: torch.Tensor, q: QuantizedTensor) -> torch.Tensor:
-    """True where x lay outside its block's representable range [lo, hi]."""
-    import torch
-
+def element_bounds(q: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per element of ``q``'s input: the smallest and largest value its block can
+    produce (float32, shaped like the input)."""
     lo, hi = q.block_bounds()
-    block_len = q.layout.block_len
-    lo_blocks = lo[:, None].expand(-1, block_len)
-    hi_blocks = hi[:, None].expand(-1, block_len)
-    x32 = x.to(torch.float32)
-    return (x32 < q.unblock(lo_blocks)) | (x32 > q.unblock(hi_blocks))
+    blocks = (q.layout.n_blocks, q.layout.block_len)
+    return q.unblock(lo[:, None].expand(blocks)), q.unblock(hi[:, None].expand(blocks))
 
 
-def error_report(x: torch.Tensor, q: QuantizedTensor) -> ErrorReport:
-    """Every metric of ``q`` (the result of ``quantize(x, ...)``) against ``x``."""
+def clipped_beyond(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """True where ``x`` lies beyond [lo, hi] by more than ``CLIP_RELATIVE_TOLERANCE`` of
+    the range's largest magnitude (``lo`` and ``hi`` broadcast against ``x``; float64)."""
     import torch
 
-    if tuple(x.shape) != q.shape:
-        raise ValueError(f"x has shape {tuple(x.shape)} but q was quantized from {q.shape}")
     x64 = x.to(torch.float64)
-    err = q.dequantize().to(torch.float64) - x64
+    lo64, hi64 = lo.to(torch.float64), hi.to(torch.float64)
+    bound = torch.maximum(lo64.abs(), hi64.abs())
+    overshoot = (x64 - torch.minimum(torch.maximum(x64, lo64), hi64)).abs()
+    return overshoot > CLIP_RELATIVE_TOLERANCE * bound
+
+
+def clipped_mask(x: torch.Tensor, q: QuantizedTensor) -> torch.Tensor:
+    """True where x lay outside its block's representable range [lo, hi] (beyond the
+    tolerance; see the module docstring)."""
+    return clipped_beyond(x, *element_bounds(q))
+
+
+def error_split(x: torch.Tensor, x_hat: torch.Tensor, clipped: torch.Tensor) -> ErrorSplit:
+    """Error of ``x_hat`` against ``x`` (same shape), with ``clipped`` (bool, same shape)
+    marking the elements whose error counts as clipping error; sums in float64."""
+    import torch
+
+    if tuple(x_hat.shape) != tuple(x.shape) or tuple(clipped.shape) != tuple(x.shape):
+        raise ValueError(
+            f"x {tuple(x.shape)}, x_hat {tuple(x_hat.shape)} and clipped "
+            f"{tuple(clipped.shape)} must have the same shape"
+        )
+    x64 = x.to(torch.float64)
+    err = x_hat.to(torch.float64) - x64
     sq = err.pow(2)
     n = x.numel()
-    clipped = clipped_mask(x, q)
     clipping_sse = sq[clipped].sum().item()
     total_sse = sq.sum().item()
     mse = total_sse / n
     clipped_count = int(clipped.sum().item())
-    return ErrorReport(
-        format=q.key,
+    return ErrorSplit(
         numel=n,
         mse=mse,
         rmse=math.sqrt(mse),
@@ -116,7 +158,18 @@ def error_report(x: torch.Tensor, q: QuantizedTensor) -> ErrorReport:
         clipping_mse=clipping_sse / n,
         clipped_count=clipped_count,
         clipped_fraction=clipped_count / n,
-        bits_per_value=C.BITS_PER_BYTE * q.nbytes / n,
+    )
+
+
+def error_report(x: torch.Tensor, q: QuantizedTensor) -> ErrorReport:
+    """Every metric of ``q`` (the result of ``quantize(x, ...)``) against ``x``."""
+    if tuple(x.shape) != q.shape:
+        raise ValueError(f"x has shape {tuple(x.shape)} but q was quantized from {q.shape}")
+    split = error_split(x, q.dequantize(), clipped_mask(x, q))
+    return ErrorReport(
+        format=q.key,
+        **asdict(split),
+        bits_per_value=C.BITS_PER_BYTE * q.nbytes / split.numel,
         nbytes=q.nbytes,
         payload_bytes=q.payload_nbytes,
         scale_overhead_bytes=q.nbytes - q.payload_nbytes,

@@ -42,7 +42,7 @@ class Float8Format(GranularFormat):
         return layout.stored
 
     def storage_bytes(self, layout: Layout) -> int:
-        return self.payload_bytes(layout) + self.n_scales(layout) * C.FP32_BYTES
+        return self.payload_bytes(layout) + self.n_scales(layout) * self.scale_bytes
 
     def element_range(self) -> tuple[float, float]:
         return -self.elem.max_normal, self.elem.max_normal

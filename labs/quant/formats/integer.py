@@ -1,4 +1,4 @@
-"""int8 and int4: uniform integer grids with float32 scales.
+"""int8 and int4: uniform integer grids with float32 (default) or fp16 scales.
 
 Symmetric (default): ``scale = absmax / qmax`` with qmax = 127 (int8) or 7 (int4), codes
 ``round(x / scale)`` in [-qmax, qmax] (round half to even, torch.round). The grid is
@@ -11,9 +11,17 @@ zero is exact, as in PyTorch's observers) maps onto [0, 2**bits - 1]:
 overflow), ``zero_point = round(-lo / scale)`` stored as an unsigned integer of the
 element width, codes ``round(x / scale) + zero_point``.
 
+Scale dtype (``scale_dtype``): "fp32" (default) stores float32 scales; "fp16" stores
+them as IEEE binary16, as GPTQ and AWQ checkpoints do: each scale is rounded to fp16
+(round to nearest even) *before* the codes are computed, so encoder and decoder use the
+same value, and ``nbytes`` counts two bytes per scale (int4 block 128: 4 + 16/128 =
+4.125 bits per value). A scale beyond fp16's largest value (65504, i.e. |values| above
+65504 · qmax) raises ValueError rather than storing inf; a scale below fp16's smallest
+subnormal (2**-24) becomes 0 and its block dequantizes to zeros.
+
 Stored layout (``to_bytes``): the codes in flat row-major order (int8: one byte each,
 two's complement when symmetric; int4: two per byte, element 2i in the low nibble), then
-the float32 scales (little-endian), then the zero points at the element width.
+the scales (float32 or fp16, little-endian), then the zero points at the element width.
 """
 
 from __future__ import annotations
@@ -31,10 +39,14 @@ from labs.quant.packing import le_bytes, pack_nibbles
 if TYPE_CHECKING:
     import torch
 
+SCALE_DTYPES = ("fp32", "fp16")
+SCALE_DTYPE_BYTES = {"fp32": C.FP32_BYTES, "fp16": C.FP16_BYTES}
+
 
 @dataclass(frozen=True)
 class IntegerFormat(GranularFormat):
     zero_point: bool = False
+    scale_dtype: str = "fp32"
 
     bits: ClassVar[int] = 8
     scale_type: ClassVar[str] = "fp32"
@@ -49,6 +61,18 @@ class IntegerFormat(GranularFormat):
             raise ValueError(
                 f"{self.key}: zero_point must be True or False, got {self.zero_point!r}"
             )
+        if self.scale_dtype not in SCALE_DTYPES:
+            raise ValueError(
+                f"{self.key}: scale_dtype={self.scale_dtype!r} is not one of {list(SCALE_DTYPES)}"
+            )
+
+    @property
+    def scale_field(self) -> str:
+        return f"scale_{self.scale_dtype}"
+
+    @property
+    def scale_bytes(self) -> int:
+        return SCALE_DTYPE_BYTES[self.scale_dtype]
 
     @property
     def qmax(self) -> int:
@@ -77,7 +101,7 @@ class IntegerFormat(GranularFormat):
     def storage_bytes(self, layout: Layout) -> int:
         n_scales = self.n_scales(layout)
         zero_point_bytes = -(-n_scales * self.bits // C.BITS_PER_BYTE) if self.zero_point else 0
-        return self.payload_bytes(layout) + n_scales * C.FP32_BYTES + zero_point_bytes
+        return self.payload_bytes(layout) + n_scales * self.scale_bytes + zero_point_bytes
 
     def element_range(self) -> tuple[float, float]:
         if self.zero_point:
@@ -86,17 +110,44 @@ class IntegerFormat(GranularFormat):
 
     # --- scales -------------------------------------------------------------------------
 
-    def _symmetric_scale(self, amax: torch.Tensor) -> torch.Tensor:
-        return amax / self.qmax
+    def _stored_scale(self, scale: torch.Tensor) -> torch.Tensor:
+        """``scale`` in its stored dtype (float32, or fp16 rounded to nearest even).
+        Raises ValueError when a finite scale is beyond fp16's range."""
+        import torch
+
+        if self.scale_dtype == "fp32":
+            return scale
+        overflow = torch.isfinite(scale) & (scale > C.F16_MAX)
+        if bool(overflow.any()):
+            worst = float(scale[overflow].max())
+            if self.zero_point:
+                limit = f"max(x, 0) − min(x, 0) ≤ {C.F16_MAX:g} · {self.levels}"
+            else:
+                limit = f"|x| ≤ {C.F16_MAX:g} · {self.qmax} = {C.F16_MAX * self.qmax:g}"
+            raise ValueError(
+                f"{self.key}: scale_dtype='fp16' cannot store the scale {worst:.6g}, beyond "
+                f"fp16's largest value {C.F16_MAX:g} (each scale group needs {limit}); "
+                "use scale_dtype='fp32'"
+            )
+        return scale.to(torch.float16)
+
+    def _symmetric_scale(self, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stored scale and the float32 divisor the encoder uses (its decoded value,
+        1 where it is 0)."""
+        stored = self._stored_scale(amax / self.qmax)
+        return stored, nonzero_divisor(stored.float())
 
     def _affine_scale(
         self, lo: torch.Tensor, hi: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The stored scale, the float32 divisor and the zero point (float32), computed
+        from the stored scale so that the codes match what the decoder will use."""
         lo = lo.clamp(max=0)
         hi = hi.clamp(min=0)
-        scale = (hi / self.levels - lo / self.levels).abs()  # abs: no -0.0 scale
-        zero_point = (-lo / nonzero_divisor(scale)).round_().clamp_(0, self.levels)
-        return scale, zero_point
+        stored = self._stored_scale((hi / self.levels - lo / self.levels).abs())  # no -0.0
+        divisor = nonzero_divisor(stored.float())
+        zero_point = (-lo / divisor).round_().clamp_(0, self.levels)
+        return stored, divisor, zero_point
 
     def tensor_fields(
         self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor]
@@ -108,17 +159,17 @@ class IntegerFormat(GranularFormat):
         if self.zero_point:
             lo, hi = torch.aminmax(x_blocks)
             lo, hi = lo.float(), hi.float()
-            scale, zero_point = self._affine_scale(lo, hi)
+            scale, divisor, zero_point = self._affine_scale(lo, hi)
             return {
                 "tensor_amax": torch.maximum(hi, -lo).abs(),
-                "scale_fp32": scale,
+                self.scale_field: scale,
                 "zero_point": zero_point.to(torch.uint8),
-                "divisor": nonzero_divisor(scale),
+                "divisor": divisor,
                 "zero_point_fp32": zero_point,
             }
         amax = tensor_absmax(x_blocks)
-        scale = self._symmetric_scale(amax)
-        return {"tensor_amax": amax, "scale_fp32": scale, "divisor": nonzero_divisor(scale)}
+        scale, divisor = self._symmetric_scale(amax)
+        return {"tensor_amax": amax, self.scale_field: scale, "divisor": divisor}
 
     # --- blocks -------------------------------------------------------------------------
 
@@ -140,11 +191,11 @@ class IntegerFormat(GranularFormat):
         if self.scale_scope == "tensor":
             return {}, {}
         if self.zero_point:
-            scale, zero_point = self._affine_scale(stats["min"], stats["max"])
-            fields = {"scale_fp32": scale, "zero_point": zero_point.to(torch.uint8)}
-            return fields, {"divisor": nonzero_divisor(scale), "zero_point_fp32": zero_point}
-        scale = self._symmetric_scale(stats["amax"])
-        return {"scale_fp32": scale}, {"divisor": nonzero_divisor(scale)}
+            scale, divisor, zero_point = self._affine_scale(stats["min"], stats["max"])
+            fields = {self.scale_field: scale, "zero_point": zero_point.to(torch.uint8)}
+            return fields, {"divisor": divisor, "zero_point_fp32": zero_point}
+        scale, divisor = self._symmetric_scale(stats["amax"])
+        return {self.scale_field: scale}, {"divisor": divisor}
 
     def encode_blocks(
         self,
@@ -200,7 +251,8 @@ class IntegerFormat(GranularFormat):
             payload = le_bytes(codes)
         else:
             payload = pack_nibbles(codes.view(torch.uint8))
-        parts = [payload, le_bytes(self.decode_scales(fields, tensor))]
+        stored = tensor if self.scale_scope == "tensor" else fields
+        parts = [payload, le_bytes(stored[self.scale_field].reshape(-1))]
         zero_point = self.decode_zero_points(fields, tensor)
         if zero_point is not None:
             parts.append(zero_point if self.bits == C.BITS_PER_BYTE else pack_nibbles(zero_point))

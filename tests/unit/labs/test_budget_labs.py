@@ -90,6 +90,24 @@ def test_memory_budget_default_70b_bf16_needs_two_h100s():
     assert r.total_gb_per_gpu == pytest.approx(r.total_bytes_per_gpu / 1e9)
 
 
+def test_min_tensor_parallel_respects_block_alignment():
+    # Qwen2.5-72B int4 (group 128) on A100 40GB: TP 2 holds the bytes, but its MLP width
+    # 29568 = 231 × 128 splits into whole groups at no TP above 1.
+    r, _ = run_lab(
+        memory_budget, {"model": "qwen2.5-72b", "weight_format": "int4", "gpu": "a100-40gb"}
+    )
+    assert not r.fits and r.min_tensor_parallel is None
+    (note,) = [n for n in r.notes if n.startswith("Block alignment")]
+    assert "TP 2 would hold the bytes" in note and "29568 inputs / TP 2 = 14784" in note
+    assert not any(n.startswith("No tensor-parallel size") for n in r.notes)
+    # On an H100 TP 1 fits, and TP 1 needs no alignment.
+    h100, _ = run_lab(
+        memory_budget, {"model": "qwen2.5-72b", "weight_format": "int4", "tensor_parallel": 1}
+    )
+    assert h100.fits and h100.min_tensor_parallel == 1
+    assert not any(n.startswith("Block alignment") for n in h100.notes)
+
+
 def test_memory_budget_tp2_fits_and_divides_the_model():
     one, _ = run_lab(memory_budget, {"tensor_parallel": 1})
     two, _ = run_lab(memory_budget, {"tensor_parallel": 2})
@@ -262,6 +280,35 @@ def test_fp8_kv_cache_and_a_gpu_without_fp8():
     assert kv.kv_saved_gb_per_gpu == pytest.approx(kv.bf16.kv_bytes_per_gpu / 2 / 1e9)
     a100, _ = run_lab(fp8_savings, {"gpu": "a100-80gb"})
     assert a100.fp8.compute_dtype == "bf16" and any("no FP8 tensor cores" in n for n in a100.notes)
+
+
+def test_a_configuration_that_does_not_fit_reports_no_step_time():
+    r, events = run_lab(fp8_savings, {"batch": 32})
+    assert not r.bf16.fits and r.fp8.fits  # bf16 holds 11 sequences, fp8 62
+    assert r.bf16.step_ms is None and r.bf16.tokens_per_s is None and r.bf16.bound is None
+    assert r.fp8.step_ms is not None and r.fp8.tokens_per_s is not None
+    assert r.speedup_same_batch is None and r.step_ms_saved is None
+    table = next(d for k, d in events if k == "table")
+    rows = {row[0]: row[1:] for row in table["rows"]}
+    assert rows["step time (ms)"][0] == rows["tokens/s at this batch"][0] == "does not fit"
+    assert rows["bound by"] == ["does not fit", "memory"]
+    metrics = {d["name"] for k, d in events if k == "metric"}
+    assert "speedup_same_batch" not in metrics
+    # The batches that do fit are still compared.
+    assert r.bf16.step_ms_at_max_batch is not None and r.bf16.best_batch_under_target > 0
+
+
+def test_fp8_savings_step_bytes_leave_out_the_embedding_table():
+    from labs import memory
+    from labs.models import get_model
+
+    r, _ = run_lab(fp8_savings)
+    m70 = get_model("llama-3.1-70b")
+    embedding = memory.weight_bytes_by_kind(m70, "bf16", 2)["embedding"]
+    row = 2 * m70.hidden_size
+    assert r.bf16.step_weight_bytes == r.bf16.weights_bytes_per_gpu - embedding + 8 * row
+    lm_head = memory.weight_bytes_by_kind(m70, "fp8", 2)["lm_head"]
+    assert r.fp8.step_weight_bytes > lm_head  # the lm_head is read in full
 
 
 def test_fp8_latency_target_limits_the_batch():

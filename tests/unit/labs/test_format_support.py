@@ -138,8 +138,46 @@ def test_memory_is_storage_bits_and_upcast_loses_the_saving(tmp_path):
     on_v100, _ = run_lab({"format": "nvfp4", "gpu": "v100"}, tmp_path)
     assert on_v100.resident_bits_per_param == 16
     assert on_v100.weights_resident_gb > 2.5 * on_v100.weights_file_gb  # embeddings stay bf16
+    # AWQ stores an fp16 scale and a 4-bit zero point per group of 128; GPTQ-style int4 is
+    # counted with the scale alone.
     awq, _ = run_lab({"format": "awq", "gpu": "a100-80gb"}, tmp_path)
-    assert awq.file_bits_per_param == pytest.approx(4 + 16 / 128, abs=1e-6)
+    assert awq.file_bits_per_param == pytest.approx(4 + 16 / 128 + 4 / 128, abs=1e-6)
+    assert awq.decode_speedup_bound == pytest.approx(16 / 4.15625, abs=1e-6)
+    gptq, _ = run_lab({"format": "gptq", "gpu": "a100-80gb"}, tmp_path)
+    assert gptq.file_bits_per_param == pytest.approx(4 + 16 / 128, abs=1e-6)
+    assert awq.weights_file_gb > gptq.weights_file_gb
+
+
+def test_decode_bounds_name_their_basis(tmp_path):
+    from labs import memory
+    from labs.models import get_model
+
+    fields = fs.Result.model_fields
+    assert "projection matrix" in (fields["decode_speedup_bound"].description or "")
+    assert "Whole model" in (fields["decode_speedup_bound_whole_model"].description or "")
+    result, events = run_lab({"format": "nvfp4", "gpu": "b200", "model": "llama-3.1-70b"}, tmp_path)
+    model = get_model("llama-3.1-70b")
+    whole = memory.weight_bytes_read_per_step(
+        model, "bf16", 1, 1
+    ) / memory.weight_bytes_read_per_step(model, "nvfp4", 1, 1)
+    assert result.decode_speedup_bound_whole_model == pytest.approx(whole)
+    # The bf16 embeddings and lm_head make the whole model's bound the smaller one.
+    assert 1 < result.decode_speedup_bound_whole_model < result.decode_speedup_bound
+    table = next(d for k, d in events if k == "table" and "each GPU" in d["title"])
+    assert "bits/param resident (projection matrix)" in table["columns"]
+
+
+def test_vllm_citations_are_pinned_to_the_release_the_rules_encode():
+    urls = {s.url for rules in fs.RULES.values() for r in rules for s in r.sources}
+    vllm = [u for u in urls if "vllm" in u]
+    assert vllm and not [u for u in vllm if "/main/" in u or "/latest/" in u]
+    marlin = [u for u in vllm if "marlin_utils" in u]
+    assert marlin and all(f"/blob/{fs.VLLM_RULES_VERSION}/" in u for u in marlin)
+    # Every row that gates on FP8/FP4 Marlin's capability says which release it reflects.
+    for key in ("fp8", "nvfp4", "mxfp4"):
+        for rule in fs.RULES[key]:
+            if {fs.VLLM_FP8_MARLIN, fs.VLLM_FP4_MARLIN} & set(rule.sources):
+                assert fs.VLLM_RULES_VERSION in rule.note, (key, rule.min_sm)
 
 
 def test_compute_speedup_only_on_native_low_precision(tmp_path):

@@ -101,6 +101,8 @@ def test_matches_labs_quant_metrics():
     for r, g in zip(result.rows, lab.GRANULARITIES, strict=True):
         report = error_report(x, quantize(x, "fp8_e4m3", granularity=g))
         assert r.error.mse == pytest.approx(report.mse, rel=1e-9)
+        assert r.error.clipped == report.clipped_count
+        assert r.error.clipping_mse == report.clipping_mse
         assert r.error.sqnr_db == pytest.approx(report.sqnr_db, rel=1e-9)
         assert r.scale_overhead_bytes == report.scale_overhead_bytes
         assert r.bits_per_value == pytest.approx(report.bits_per_value)
@@ -119,6 +121,24 @@ def test_split_error_counts_real_clipping_and_ignores_ulp_noise():
     # A bound a float32 ulp below the value is scale rounding, not clipping.
     hi_ulp = torch.full((4,), torch.nextafter(torch.tensor(4.0), torch.tensor(0.0)).item())
     assert lab.split_error(x, x, -hi_ulp, hi_ulp).clipped == 0
+
+
+def test_normal_int4_blocks_clip_nothing():
+    # int4 block 16 used to flag hundreds of values clipped by a float32 ulp.
+    result, events = run_lab({"distribution": "normal"})
+    assert all(r.error.clipped == 0 and r.error.clipping_mse == 0 for r in result.rows)
+    logs = [d["text"] for kind, d in events if kind == "log"]
+    assert any(text.startswith("No value was clipped") for text in logs)
+
+
+def test_the_log_counts_a_single_outlier():
+    # 0.0001 of 64 values rounds to one outlier, which a percentage alone shows as 0.00 %.
+    _, events = run_lab({"shape": [4, 16], "outlier_fraction": 0.0001})
+    first = next(d["text"] for kind, d in events if kind == "log")
+    assert "(1 outlier, 1.56% of values, ×50)" in first
+    x = lab.make_tensor(4, 16, "outliers", 0, outlier_fraction=0.0001)
+    plain = lab.make_tensor(4, 16, "normal", 0)
+    assert int((x != plain).sum()) == lab.outlier_count(64, 0.0001) == 1
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,29 @@ M70 = get_model("llama-3.1-70b")
 
 @pytest.mark.parametrize(
     ("fmt", "bits"),
-    [("nvfp4", 4.5), ("mxfp4", 4.25), ("nf4", 4.5), ("q4_0", 4.5), ("q8_0", 8.5), ("int4", 4.125)],
+    [
+        ("nvfp4", 4.5),
+        ("mxfp4", 4.25),
+        ("nf4", 4.5),
+        ("q4_0", 4.5),
+        ("q8_0", 8.5),
+        ("int4", 4.125),
+        ("awq", 4 + 16 / 128 + 4 / 128),  # fp16 scale + 4-bit zero point per group of 128
+    ],
 )
 def test_block_formats_bits_per_value(fmt, bits):
     assert memory.WEIGHT_FORMATS[fmt].bits_per_value == bits
+
+
+def test_int4_bits_match_labs_quant_with_fp16_scales():
+    from labs.quant import bits_per_value
+
+    fp16 = bits_per_value("int4", granularity=128, scale_dtype="fp16")
+    assert memory.WEIGHT_FORMATS["int4"].bits_per_value == fp16 == 4.125
+    # AWQ's 4-bit zero points: labs.quant's zero_point=True with fp16 scales.
+    awq = bits_per_value("int4", granularity=128, scale_dtype="fp16", zero_point=True)
+    assert memory.WEIGHT_FORMATS["awq"].bits_per_value == awq
+    assert memory.WEIGHT_FORMATS["awq"].matrix_bytes(1, 128) == 64 + 2 + 1  # codes, scale, zp
 
 
 def test_gguf_block_bytes_match_the_ggml_layout():
@@ -102,9 +121,33 @@ def test_decode_roofline_is_memory_bound_and_fp8_is_faster():
     bf16 = memory.decode_step(M70, h100, weight_format="bf16", **kwargs)
     fp8 = memory.decode_step(M70, h100, weight_format="fp8", **kwargs)
     assert bf16.bound == fp8.bound == "memory"
-    expected = memory.weight_bytes(M70, "bf16", 2) / (3.35e12 * memory.DEFAULT_BANDWIDTH_EFFICIENCY)
+    # Every weight but the embedding table, of which one row is looked up.
+    embedding = memory.weight_bytes_by_kind(M70, "bf16", 2)["embedding"]
+    read = memory.weight_bytes(M70, "bf16", 2) - embedding + 8192 * 2
+    assert bf16.weight_bytes == read
+    expected = read / (3.35e12 * memory.DEFAULT_BANDWIDTH_EFFICIENCY)
     assert bf16.seconds == pytest.approx(expected, rel=1e-3)
     assert 1.8 < bf16.seconds / fp8.seconds < 2.0
+
+
+def test_decode_reads_one_embedding_row_per_sequence_and_the_whole_lm_head():
+    import dataclasses
+
+    by_kind = memory.weight_bytes_by_kind(M70, "fp8", 1)
+    row = 2 * M70.hidden_size  # one bf16 embedding row
+    everything_else = sum(by_kind.values()) - by_kind["embedding"]
+    for batch in (1, 8):
+        read = memory.weight_bytes_read_per_step(M70, "fp8", 1, batch)
+        assert read == everything_else + batch * row
+    # Under TP the vocabulary is split: at most a shard's rows are looked up per GPU.
+    shard_rows = -(-M70.vocab_size // 2)
+    huge = memory.weight_bytes_read_per_step(M70, "bf16", 2, 10**6)
+    assert huge == memory.weight_bytes(M70, "bf16", 2)
+    assert shard_rows * row == memory.weight_bytes_by_kind(M70, "bf16", 2)["embedding"]
+    # A tied embedding is the lm_head: read in full.
+    tied = dataclasses.replace(M70, tie_word_embeddings=True)
+    whole = memory.weight_bytes(tied, "bf16")
+    assert memory.weight_bytes_read_per_step(tied, "bf16", 1, 1) == whole
 
 
 def test_moe_decode_reads_only_routed_experts():
@@ -120,3 +163,15 @@ def test_compute_dtype_falls_back_without_native_support():
     assert memory.compute_dtype(get_gpu("a100-80gb"), "fp8") == "bf16"
     assert memory.compute_dtype(get_gpu("t4"), "bf16") == "fp16"
     assert memory.compute_dtype(get_gpu("b200"), "nvfp4") == "fp4"
+
+
+def test_smallest_fitting_tp_can_require_block_alignment():
+    qwen, a100 = get_model("qwen2.5-72b"), get_gpu("a100-40gb")
+    kwargs: dict[str, Any] = {"weight_format": "int4", "kv_dtype": "bf16", "kv_tokens": 8192}
+    # TP 2 holds the bytes, but 29568 / 2 inputs is not whole groups of 128, nor any TP > 1.
+    assert memory.min_fitting_tensor_parallel(qwen, a100, **kwargs) == 2
+    assert memory.min_fitting_tensor_parallel(qwen, a100, block_aligned=True, **kwargs) is None
+    # Llama 3.1 70B (MLP width 28672 = 224 × 128) aligns at every valid TP.
+    assert memory.min_fitting_tensor_parallel(
+        M70, a100, block_aligned=True, **kwargs
+    ) == memory.min_fitting_tensor_parallel(M70, a100, **kwargs)

@@ -99,6 +99,16 @@ def test_fp8_clamps_before_the_cast():
     assert float(rp.fp8_per_tensor(torch.zeros(4, 4)).abs().max()) == 0.0
 
 
+def test_out_of_range_fp8_depends_on_the_path_as_the_docstring_says():
+    # The docstring of fp8_per_tensor describes these two CPU paths; if torch changes
+    # them, this fails and the docstring needs a new look.
+    e4m3 = torch.float8_e4m3fn
+    assert torch.full((4,), 1000.0).to(e4m3).float().tolist() == [448.0] * 4  # saturates
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.full((4,), 1000.0, dtype=e4m3)  # the scalar conversion refuses
+    assert "depends on the code path" in " ".join((rp.fp8_per_tensor.__doc__ or "").split())
+
+
 def test_the_test_case_is_reported(tmp_path):
     result, events = run_lab(tmp_path, {**SMALL, "test_case": 5, "low_precision": "int8"})
     assert result.test_case == 5

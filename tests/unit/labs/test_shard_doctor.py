@@ -209,3 +209,12 @@ def test_awq_quantization_error_is_within_one_step():
     assert back.shape == w.shape
     assert bool(((back - w).abs() <= step * 1.01).all())
     assert float((back - w).abs().mean()) < float(step.mean()) / 2
+
+
+def test_group_size_finding_names_both_loader_outcomes(tmp_path):
+    # A loader that sizes its buffers from config.json fails; one that trusts the file's
+    # shapes but the config's group size serves garbage. The finding must say both.
+    result, _ = run_lab(tmp_path, {"checkpoint": "awq", "fault": "quant-config-mismatch"})
+    (finding,) = [f for f in result.findings if f.severity == "error"]
+    assert "size mismatch" in finding.detail and "from config.json" in finding.detail
+    assert "garbage output" in finding.detail

@@ -41,6 +41,58 @@ def test_bits_per_value_function():
     assert bits_per_value("fp8_e4m3", shape=(10, 10)) == 8 * (100 + 4) / 100
 
 
+def test_fp16_scales_are_the_gptq_awq_size():
+    assert bits_per_value("int4", granularity=128, scale_dtype="fp16") == 4.125
+    assert bits_per_value("int4", granularity=128, scale_dtype="fp16", zero_point=True) == (
+        4 + 20 / 128
+    )
+    assert bits_per_value("int8", granularity=32, scale_dtype="fp16") == 8.5
+    assert FORMATS["int4"].configure(scale_dtype="fp16").bits_per_value == 4.125
+    assert FORMATS["int4"].scale_dtype == "fp32"  # the default is unchanged
+    x = torch.randn(8, 256)
+    for g, n_scales in (("tensor", 1), ("channel", 8), (128, 16)):
+        q = quantize(x, "int4", granularity=g, scale_dtype="fp16")
+        assert q.nbytes == 8 * 256 // 2 + 2 * n_scales == len(q.to_bytes())
+        q_zp = quantize(x, "int8", granularity=g, scale_dtype="fp16", zero_point=True)
+        assert q_zp.nbytes == 8 * 256 + 3 * n_scales == len(q_zp.to_bytes())
+
+
+@pytest.mark.parametrize("zero_point", [False, True])
+def test_fp16_scales_are_rounded_before_use(zero_point):
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(2)) * 3
+    q16 = quantize(x, "int4", scale_dtype="fp16", zero_point=zero_point)
+    q32 = quantize(x, "int4", zero_point=zero_point)
+    # The decoded scales are fp16 values, the fp32 scales rounded to nearest even.
+    assert torch.equal(q16.scales, q32.scales.half().float())
+    assert not torch.equal(q16.scales, q32.scales)
+    # The codes come from the rounded scale: decoding them reproduces round(x / scale).
+    scale, _ = q16.scale_offset()
+    divided = x.reshape(-1, 128) / scale[:, None]
+    if zero_point:
+        assert q16.zero_points is not None
+        expected = (divided.round() + q16.zero_points.float()[:, None]).clamp(0, 15)
+    else:
+        expected = divided.round().clamp(-7, 7)
+    assert torch.equal(q16.qdata.float(), expected)
+    # The stored bytes after the codes are the fp16 scales.
+    raw = q16.to_bytes()[16 * 256 // 2 :][: 2 * q16.scales.numel()]
+    assert raw == q16.scales.half().numpy().tobytes()
+
+
+def test_fp16_scale_overflow_is_a_clear_error():
+    big = 65504.0 * 7 * 1.01
+    with pytest.raises(ValueError, match=r"scale_dtype='fp16' cannot store .*65504 · 7"):
+        quantize(torch.tensor([[big, 1.0]]), "int4", scale_dtype="fp16")
+    # fp32 scales store it, and a value just inside the fp16 range is fine.
+    assert quantize(torch.tensor([[big, 1.0]]), "int4").scales.item() > 65504
+    ok = quantize(torch.tensor([[65504.0 * 7, 1.0]]), "int4", scale_dtype="fp16")
+    assert ok.scales.item() == 65504.0
+    with pytest.raises(ValueError, match="scale_dtype"):
+        quantize(torch.zeros(4), "int4", scale_dtype="bf16")
+    with pytest.raises(ValueError, match="scale_dtype"):
+        quantize(torch.zeros(4), "fp8_e4m3", scale_dtype="fp16")  # only the int formats
+
+
 def test_limits_are_named():
     assert FORMAT_LIMITS["e4m3"]["max"] == 448.0
     assert FORMAT_LIMITS["e5m2"]["max"] == 57344.0

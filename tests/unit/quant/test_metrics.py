@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from labs.quant import quantize
-from labs.quant.metrics import error_report, sqnr_db
+from labs.quant.metrics import (
+    CLIP_RELATIVE_TOLERANCE,
+    clipped_beyond,
+    error_report,
+    error_split,
+    sqnr_db,
+)
 
 
 def test_report_fields_add_up():
@@ -55,6 +61,43 @@ def test_per_tensor_absmax_never_clips():
     x = torch.randn(32, 64) * 5
     for key in ("int8", "fp8_e4m3", "fp8_e5m2"):
         assert error_report(x, quantize(x, key, granularity="tensor")).clipped_count == 0
+
+
+@pytest.mark.parametrize("key", ["int4", "int8", "fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("granularity", ["tensor", "channel", 16, 32, 128])
+def test_absmax_scales_clip_nothing_on_normal_data(key, granularity):
+    # amax / qmax * qmax lands a few float32 ulps below amax in many blocks (int4 block 16
+    # flagged hundreds of values before the tolerance): that is not clipping.
+    x = torch.randn(256, 1024, generator=torch.Generator().manual_seed(0))
+    r = error_report(x, quantize(x, key, granularity=granularity))
+    assert r.clipped_count == 0 and r.clipping_mse == 0.0
+    assert r.rounding_mse == r.mse
+
+
+@pytest.mark.parametrize("key", ["int4", "int8", "fp8_e4m3"])
+def test_a_scale_too_small_clips(key):
+    # Scales derived for x, applied to 2x: a scale half of absmax / qmax.
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(1))
+    q = quantize(x, key, granularity=32)
+    r = error_report(2 * x, q)
+    assert r.clipped_count > 0 and r.clipping_mse > 0
+    assert r.rounding_mse + r.clipping_mse == pytest.approx(r.mse)
+
+
+def test_clip_tolerance_is_relative_to_the_bound():
+    hi = torch.tensor([4.0, 4.0, 1e-30])
+    # One float32 ulp above 4, well beyond it, and an overshoot far larger than the
+    # tolerance of a tiny bound.
+    x = torch.tensor([torch.nextafter(torch.tensor(4.0), torch.tensor(5.0)).item(), 4.5, 1e-29])
+    assert clipped_beyond(x, -hi, hi).tolist() == [False, True, True]
+    edge = 4.0 * (1 + 2 * CLIP_RELATIVE_TOLERANCE)
+    assert clipped_beyond(torch.tensor([edge, -edge]), -hi[:1], hi[:1]).tolist() == [True, True]
+
+
+def test_error_split_checks_shapes():
+    x = torch.zeros(4)
+    with pytest.raises(ValueError, match="same shape"):
+        error_split(x, torch.zeros(5), torch.zeros(4, dtype=torch.bool))
 
 
 def test_exact_input_has_infinite_sqnr():

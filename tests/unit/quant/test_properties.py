@@ -82,12 +82,15 @@ def test_error_is_at_most_half_a_step_inside_the_range(key, data):
     lo = q.unblock(lo[:, None].expand(-1, block_len))
     hi = q.unblock(hi[:, None].expand(-1, block_len))
     inside = (x >= lo) & (x <= hi)
-    bound = half_gap_around(element_grid(key), elements) * scale
+    half_step = half_gap_around(element_grid(key), elements)
+    bound = half_step * scale
     if key in GGUF_KEYS:
         # Codes use the float32 d; the stored d is its fp16 rounding: 2**-11 relative, or
-        # half the fp16 subnormal step (2**-25) for tiny scales.
+        # half the fp16 subnormal step (2**-25) for tiny scales. The rounding moves both the
+        # decoded value (element × the difference) and the half-step boundary the code was
+        # chosen against (half a step × the difference).
         fp16_rounding = torch.clamp(scale * 2.0**-11, min=2.0**-25)
-        bound = bound + elements.double().abs() * fp16_rounding
+        bound = bound + (elements.double().abs() + half_step) * fp16_rounding
         if aff.offset is not None:  # q4_1 stores its block minimum in fp16 too
             offset = q.unblock(aff.offset[:, None].expand(-1, block_len)).double().abs()
             bound = bound + torch.clamp(offset * 2.0**-11, min=2.0**-25)
