@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 
-from app import review
+from app import notebook, review
 from app.content import QuizItem
-from app.db import QuizAttempt, ReviewCard, utcnow
+from app.db import INT32_MAX, NotebookEntry, QuizAttempt, ReviewCard, Run, utcnow
 from app.deps import CatalogueDep, LearnerDep, SessionDep, SettingsDep
 from app.quiz import AnswerError, answer_record, grade
 from app.templating import render
@@ -18,6 +19,8 @@ from app.templating import render
 router = APIRouter(tags=["quiz"])
 
 DOUBLE_SUBMIT_WINDOW = timedelta(seconds=10)
+# A review card id from the URL: out of the column's range is a 422, not a 500.
+CardId = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 
 async def _form(request: Request) -> dict[str, list[str]]:
@@ -124,6 +127,42 @@ async def self_rate(
     )
 
 
+def _card_item(session, cat, card: ReviewCard) -> tuple[QuizItem | None, str, str]:  # type: ignore[no-untyped-def]
+    """The question a review card asks: a quick-check item, or a wrong prediction
+    turned into "what does this lab report?" (graded like a numeric item, ±10 %)."""
+    if card.kind == "prediction":
+        entry = session.get(NotebookEntry, card.ref)
+        if entry is None or entry.learner_id != card.learner_id or entry.actual_value is None:
+            return None, "", ""
+        run = session.get(Run, entry.run_id) if entry.run_id else None
+        params = (
+            ", ".join(f"{k}={v}" for k, v in ((run.params or {}) if run else {}).items())
+            or "its defaults"
+        )
+        item = QuizItem(
+            id="prediction",
+            type="numeric",
+            prompt=(
+                f"The {entry.lab_id} lab with {params}: what {entry.metric.replace('_', ' ') if entry.metric else 'value'} "
+                f"does it report? You predicted {entry.predicted_value:,.6g} {entry.predicted_unit or ''} before running it."
+            ),
+            answer=entry.actual_value,
+            tolerance=notebook.PREDICTION_TOLERANCE,
+            unit=entry.predicted_unit or "",
+            explanation=f"The run reported {entry.actual_value:,.6g} {entry.predicted_unit or ''}. "
+            f"Your next step then: {entry.next_step or '(not written yet)'}",
+            depth=1,
+        )
+        return (
+            item,
+            f"prediction:{entry.id}",
+            f"/runs/{entry.run_id}" if entry.run_id else "/notebook",
+        )
+    owner, _, item_id = card.ref.rpartition("/")
+    item = cat.quiz_item(owner, item_id)
+    return item, owner, _owner_link(owner, item) if item else ""
+
+
 @router.get("/review", response_class=HTMLResponse)
 def review_page(
     request: Request,
@@ -136,9 +175,8 @@ def review_page(
     card = review.next_due(session, learner) if look.remaining_today else None
     item = owner = None
     if card is not None:
-        owner, _, item_id = card.ref.rpartition("/")
-        item = cat.quiz_item(owner, item_id)
-        if item is None:  # the question was removed from the content: retire its card
+        item, owner, _ = _card_item(session, cat, card)
+        if item is None:  # the question or notebook entry is gone: retire its card
             session.delete(card)
             session.commit()
             return RedirectResponse("/review", status_code=303)
@@ -152,15 +190,16 @@ def review_page(
 
 @router.post("/review/{card_id}/answer", response_class=HTMLResponse)
 async def review_answer(
-    request: Request, card_id: int, cat: CatalogueDep, session: SessionDep, learner: LearnerDep
+    request: Request, card_id: CardId, cat: CatalogueDep, session: SessionDep, learner: LearnerDep
 ) -> Response:
     card = session.get(ReviewCard, card_id)
     if card is None or card.learner_id != learner:
         raise HTTPException(404, "No such review card.")
-    owner, _, item_id = card.ref.rpartition("/")
-    item = _item(cat, owner, item_id)
+    item, owner, link = _card_item(session, cat, card)
+    if item is None:
+        raise HTTPException(404, "That question no longer exists.")
     form = await _form(request)
-    ctx = {"card": card, "item": item, "owner": owner, "link": _owner_link(owner, item)}
+    ctx = {"card": card, "item": item, "owner": owner, "link": link}
     try:
         g = grade(item, form)
     except AnswerError as e:
@@ -182,7 +221,7 @@ async def review_answer(
 
 @router.post("/review/{card_id}/rate")
 async def review_rate(
-    request: Request, card_id: int, session: SessionDep, learner: LearnerDep
+    request: Request, card_id: CardId, session: SessionDep, learner: LearnerDep
 ) -> Response:
     card = session.get(ReviewCard, card_id)
     if card is None or card.learner_id != learner:

@@ -229,3 +229,87 @@ def test_admin_is_only_for_admins(client) -> None:
     client.post("/signin", data={"username": "root1", "password": "admin password"}, headers=h)
     page = client.get("/admin")
     assert page.status_code == 200 and "Workers" in page.text
+
+
+def _run_with_prediction(client, learner: str, predicted: float, actual: float):  # type: ignore[no-untyped-def]
+    from app.db import NotebookEntry, Run
+    from app.deps import ensure_learner
+
+    with _session(client) as s:
+        ensure_learner(s, learner)
+        run = Run(
+            learner_id=learner,
+            lab_id="memory-budget",
+            status="succeeded",
+            params={"model": "llama-3.1-70b"},
+            result={"weights_gb": actual, "finding": "It does not fit on one H100."},
+            environment={"host": "w1", "device": "cpu"},
+            sandbox={"network": {"enabled": True, "detail": "netns"}},
+        )
+        s.add(run)
+        s.commit()
+        entry = NotebookEntry(
+            learner_id=learner,
+            source="lab:memory-budget",
+            lab_id="memory-budget",
+            run_id=run.id,
+            prediction="<b>about</b> 141 GB",
+            predicted_value=predicted,
+            predicted_unit="GB",
+            metric="weights_gb",
+            next_step="check nvidia-smi",
+        )
+        s.add(entry)
+        s.commit()
+        return run.id, entry.id
+
+
+def test_wrong_prediction_comes_back_in_review(client) -> None:
+    h = csrf_headers(client)
+    from app.middleware import session_serializer
+
+    learner = session_serializer(client.app.state.settings).loads(client.cookies["lowbit_session"])[
+        "l"
+    ]
+    run_id, entry_id = _run_with_prediction(client, learner, predicted=70.0, actual=141.1)
+    page = client.get(f"/runs/{run_id}")
+    assert "Off by more than 10" in page.text
+    with _session(client) as s:
+        card = s.scalars(select(ReviewCard).where(ReviewCard.kind == "prediction")).one()
+        card.due = utcnow() - timedelta(minutes=1)
+        s.commit()
+        cid = card.id
+    review_page = client.get("/review").text
+    assert "memory-budget" in review_page and "You predicted 70" in review_page
+    r = client.post(f"/review/{cid}/answer", data={"answer": "141 GB"}, headers=h)
+    assert "Correct" in r.text and "data-rating-key" in r.text
+    report = client.get(f"/runs/{run_id}/report.md")
+    assert report.status_code == 200 and report.headers["content-type"].startswith("text/markdown")
+    assert (
+        "## Prediction" in report.text
+        and "weights_gb" in report.text
+        and "check nvidia-smi" in report.text
+    )
+
+
+def test_notebook_and_reports_are_private(client) -> None:
+    from app.middleware import session_serializer
+
+    csrf_headers(client)
+    owner = session_serializer(client.app.state.settings).loads(client.cookies["lowbit_session"])[
+        "l"
+    ]
+    run_id, entry_id = _run_with_prediction(client, owner, predicted=141.0, actual=141.1)
+    assert "&lt;b&gt;about&lt;/b&gt;" in client.get("/notebook").text
+    md = client.get("/notebook/export.md").text
+    assert "memory-budget" in md and "check nvidia-smi" in md
+    client.cookies.clear()  # another learner
+    h = csrf_headers(client)
+    assert client.get(f"/runs/{run_id}/report.md").status_code == 404
+    assert client.get(f"/runs/{run_id}").status_code == 404
+    assert (
+        client.post(f"/notebook/{entry_id}/reflect", data={"next_step": "x"}, headers=h).status_code
+        == 404
+    )
+    assert "memory-budget" not in client.get("/notebook").text
+    assert "memory-budget" not in client.get("/notebook/export.md").text
