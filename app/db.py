@@ -31,6 +31,11 @@ RUN_STATUSES = ("queued", "running", "succeeded", "failed", "timed_out", "cancel
 FINAL_STATUSES = frozenset({"succeeded", "failed", "timed_out", "cancelled"})
 
 
+# The largest value an Integer column holds on every backend (PostgreSQL's
+# integer is 32-bit): ids and sequence numbers from a URL are checked against it.
+INT32_MAX = 2**31 - 1
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

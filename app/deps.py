@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.datastructures import FormData
 
 from app.content import Catalogue
 from app.db import Learner, utcnow
@@ -52,6 +53,16 @@ def get_learner_id(request: Request, session: Session = Depends(get_db)) -> str:
     return learner_id
 
 
+async def get_form(request: Request) -> FormData:
+    """The submitted form, read on the event loop so that the route itself can be a
+    plain ``def`` running in the threadpool. An ``async def`` route that touches the
+    database blocks the event loop while it waits for a pooled connection, and the
+    connections come back only through other requests' clean-up on that same loop:
+    under load every request then waits for the pool time-out (benchmarks/load.py
+    found this with 200 learners)."""
+    return await request.form()
+
+
 def get_learner(request: Request, session: Session = Depends(get_db)) -> Learner:
     learner = session.get(Learner, get_learner_id(request, session))
     assert learner is not None
@@ -63,3 +74,4 @@ SessionDep = Annotated[Session, Depends(get_db)]
 CatalogueDep = Annotated[Catalogue, Depends(get_catalogue)]
 LearnerDep = Annotated[str, Depends(get_learner_id)]
 LearnerRowDep = Annotated[Learner, Depends(get_learner)]
+FormDep = Annotated[FormData, Depends(get_form)]

@@ -10,7 +10,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from app import metrics
 from app.content import Catalogue
@@ -26,6 +29,7 @@ from app.routes import (
     pages,
     progress,
     quiz,
+    reports,
     runs,
     search,
     static,
@@ -38,6 +42,35 @@ from app.templating import StaticManifest, render, templates
 from labs.registry import lab_ids
 
 log = logging.getLogger("lowbit.app")
+
+# What a learner reads when the database cannot take a request (HTTP 503), and the
+# seconds after which a client may retry (Retry-After).
+DISK_FULL_MESSAGE = (
+    "The server's storage is full, so nothing new can be saved right now. "
+    "Everything saved before is safe; the site's operators have been alerted. "
+    "Try again in a few minutes."
+)
+DATABASE_DOWN_MESSAGE = (
+    "The database is not answering right now (it may be restarting). "
+    "Nothing you saved is lost; try again in a few seconds."
+)
+UNSTORABLE_MESSAGE = (
+    "Some of the input cannot be stored: it contains a character or a number the "
+    "database does not accept (for example a NUL character). Remove it and try again."
+)
+DISK_FULL_RETRY_S = 60
+# nginx's status for a request the client abandoned (logged, never seen by anyone).
+CLIENT_CLOSED_REQUEST = 499
+DATABASE_DOWN_RETRY_S = 5
+_DISK_FULL_SIGNS = ("disk is full", "no space left", "disk full", "could not extend file")
+
+
+def storage_error_message(exc: Exception) -> tuple[str, int]:
+    """(the learner's message, Retry-After seconds) for a database that cannot serve."""
+    text = str(exc).lower()
+    if any(sign in text for sign in _DISK_FULL_SIGNS):
+        return DISK_FULL_MESSAGE, DISK_FULL_RETRY_S
+    return DATABASE_DOWN_MESSAGE, DATABASE_DOWN_RETRY_S
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -82,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lessons,
         labs,
         runs,
+        reports,
         search,
         quiz,
         accounts,
@@ -136,6 +170,59 @@ def _install_error_pages(app: FastAPI) -> None:
                 status_code=422,
             )
         return JSONResponse({"detail": errors}, status_code=422)
+
+    async def storage_unavailable(request: Request, exc: Exception) -> Response:
+        rid = getattr(request.state, "request_id", "")
+        detail, retry = storage_error_message(exc)
+        log.error(
+            "database unavailable",
+            extra={"request_id": rid, "error": f"{type(exc).__name__}: {str(exc)[:300]}"},
+        )
+        headers = {"Retry-After": str(retry)}
+        if _wants_html(request):
+            resp = render(
+                request,
+                "error.html",
+                {"status": 503, "detail": detail, "suggestions": []},
+                status_code=503,
+            )
+            resp.headers.update(headers)
+            return resp
+        return JSONResponse({"detail": detail, "request_id": rid}, status_code=503, headers=headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, exc: ClientDisconnect) -> Response:
+        # The client closed the connection while sending its request: nobody reads
+        # this answer, and it is not a server error.
+        log.info(
+            "client disconnected", extra={"request_id": getattr(request.state, "request_id", None)}
+        )
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+    @app.exception_handler(DataError)
+    async def unstorable_input(request: Request, exc: DataError) -> Response:
+        # The database refused a value a validator let through (a NUL character in
+        # text, a number out of a column's range): the input is at fault, not the server.
+        log.warning(
+            "input the database refused",
+            extra={
+                "request_id": getattr(request.state, "request_id", None),
+                "error": str(exc.orig)[:300],
+            },
+        )
+        if _wants_html(request):
+            return render(
+                request,
+                "error.html",
+                {"status": 422, "detail": UNSTORABLE_MESSAGE, "suggestions": []},
+                status_code=422,
+            )
+        return JSONResponse({"detail": UNSTORABLE_MESSAGE}, status_code=422)
+
+    # A database that is restarting, unreachable, locked too long or out of disk
+    # is an outage to report clearly (503 + Retry-After), not a bug (500).
+    for exc_type in (OperationalError, InterfaceError, PoolTimeoutError):
+        app.add_exception_handler(exc_type, storage_unavailable)
 
     @app.exception_handler(Exception)
     async def server_error(request: Request, exc: Exception) -> Response:

@@ -7,7 +7,9 @@ fleet-wide truth and nothing is lost when a process restarts.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -37,8 +39,9 @@ def observe_request(method: str, route: str, status: int, seconds: float) -> Non
 class RunCollector(Collector):
     """Runs by lab and status, queue depth, run durations, worker heartbeats, sandbox kills."""
 
-    def __init__(self, sessionmaker: Any):
+    def __init__(self, sessionmaker: Any, data_dir: Path | None = None):
         self.sessionmaker = sessionmaker
+        self.data_dir = data_dir
 
     def describe(self) -> list[Any]:
         return []
@@ -102,10 +105,23 @@ class RunCollector(Collector):
             for r in KILL_REASONS:
                 kills.add_metric([r], found.get(r, 0))
             yield kills
+        if self.data_dir is not None:
+            free = GaugeMetricFamily(
+                "lowbit_data_dir_free_bytes",
+                "Free bytes on the file system of the data directory (SQLite database and queue)",
+            )
+            try:
+                free.add_metric([], shutil.disk_usage(self.data_dir).free)
+            except OSError:
+                pass
+            else:
+                yield free
 
 
 def install(app: FastAPI) -> None:
-    collector = RunCollector(app.state.sessionmaker)
+    settings = app.state.settings
+    uses_disk = not settings.database_url or not settings.queue_url
+    collector = RunCollector(app.state.sessionmaker, settings.data_dir if uses_disk else None)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics_endpoint(request: Request) -> Response:

@@ -210,6 +210,7 @@ class LowbitMiddleware:
             (b"content-type", ctype),
             (b"content-length", str(len(body)).encode()),
             *SECURITY_HEADERS,
+            (b"x-request-id", request_id.encode()),
         ]
         hdrs += [(b"set-cookie", c) for c in cookies]
         await send({"type": "http.response.start", "status": 403, "headers": hdrs})

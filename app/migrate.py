@@ -20,6 +20,7 @@ RAW_OBJECTS = frozenset(
         "search_fts_docsize",
         "search_fts_config",
         "ix_search_docs_tsv",
+        "tsv",  # search_docs.tsv, PostgreSQL's stored tsvector (migration 0003)
     }
 )
 

@@ -43,6 +43,8 @@ class Prediction:
 def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
     """The ``_prediction``, ``_metric`` and ``_predicted_value`` fields of a lab form."""
     text = form.get("_prediction", "").strip()[:MAX_TEXT]
+    if "\x00" in text:  # PostgreSQL text cannot hold it: refuse before the run is created
+        raise PredictionError("The prediction contains a NUL character; remove it.")
     raw = form.get("_predicted_value", "").strip()
     units = dict(lab.numeric_outputs)
     metric = form.get("_metric", "") or (lab.numeric_outputs[0][0] if lab.numeric_outputs else "")

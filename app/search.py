@@ -106,18 +106,15 @@ def search(session: Session, q: str, limit: int = 20) -> list[Hit]:
         ).all()
     else:
         tsq = " & ".join(f"{w}:*" for w in words)
-        vec = (
-            "setweight(to_tsvector('english', title), 'A') || "
-            "setweight(to_tsvector('english', aliases), 'A') || "
-            "setweight(to_tsvector('english', definition), 'B') || "
-            "setweight(to_tsvector('english', body), 'C')"
-        )
+        # Match and rank on the stored tsvector (migration 0003); the costly headline
+        # is made only for the hits shown, after the limit.
         rows = session.execute(
             text(
-                f"SELECT kind, slug, title, ts_headline('english', definition || ' ' || body, q, "  # noqa: S608
+                "SELECT kind, slug, title, ts_headline('english', definition || ' ' || body, q, "
                 "'StartSel=' || :o || ', StopSel=' || :c || ', MaxWords=28, MinWords=10') AS snip "
-                f"FROM search_docs, to_tsquery('english', :tsq) q WHERE ({vec}) @@ q "
-                f"ORDER BY ts_rank({vec}, q) DESC LIMIT :n"
+                "FROM (SELECT kind, slug, title, definition, body, q, ts_rank(tsv, q) AS rank "
+                "FROM search_docs, to_tsquery('english', :tsq) q WHERE tsv @@ q "
+                "ORDER BY rank DESC LIMIT :n) hits ORDER BY rank DESC"
             ),
             {"tsq": tsq, "o": _HL_OPEN, "c": _HL_CLOSE, "n": limit},
         ).all()

@@ -6,17 +6,17 @@ import uuid
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.datastructures import FormData
 
 from app.accounts import AccountError, authenticate, change_password, claim, create_account
 from app.db import Learner
-from app.deps import LearnerRowDep, SessionDep, SettingsDep, ensure_learner
+from app.deps import FormDep, LearnerRowDep, SessionDep, SettingsDep, ensure_learner
 from app.templating import render
 
 router = APIRouter(tags=["accounts"])
 
 
-async def _fields(request: Request, *names: str) -> list[str]:
-    form = await request.form()
+def _fields(form: FormData, *names: str) -> list[str]:
     return [str(form.get(n, ""))[:300] for n in names]
 
 
@@ -30,8 +30,10 @@ def signup_form(request: Request, learner: LearnerRowDep) -> Response:
 
 
 @router.post("/signup", response_class=HTMLResponse)
-async def signup(request: Request, session: SessionDep, learner: LearnerRowDep) -> Response:
-    username, password, password2 = await _fields(request, "username", "password", "password2")
+def signup(
+    request: Request, session: SessionDep, learner: LearnerRowDep, form: FormDep
+) -> Response:
+    username, password, password2 = _fields(form, "username", "password", "password2")
     try:
         if learner.username:
             raise AccountError("You are signed in already; sign out to create another account.")
@@ -55,8 +57,8 @@ def signin_form(request: Request, next: str = "/progress") -> Response:
 
 
 @router.post("/signin", response_class=HTMLResponse)
-async def signin(request: Request, session: SessionDep, settings: SettingsDep) -> Response:
-    username, password, nxt = await _fields(request, "username", "password", "next")
+def signin(request: Request, session: SessionDep, settings: SettingsDep, form: FormDep) -> Response:
+    username, password, nxt = _fields(form, "username", "password", "next")
     ip = request.client.host if request.client else "?"
     try:
         account = authenticate(
@@ -95,10 +97,12 @@ def account_page(request: Request, learner: LearnerRowDep) -> Response:
 
 
 @router.post("/account/password", response_class=HTMLResponse)
-async def password(request: Request, session: SessionDep, learner: LearnerRowDep) -> Response:
+def password(
+    request: Request, session: SessionDep, learner: LearnerRowDep, form: FormDep
+) -> Response:
     if not learner.username:
         return RedirectResponse("/signin?next=/account", status_code=303)
-    old, new, new2 = await _fields(request, "old", "new", "new2")
+    old, new, new2 = _fields(form, "old", "new", "new2")
     try:
         if new != new2:
             raise AccountError("The two new passwords differ.")

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app import notebook
-from app.deps import LearnerDep, SessionDep, SettingsDep
+from app.deps import FormDep, LearnerDep, SessionDep, SettingsDep
 from app.routes.runs import HISTORY_LIMIT, run_context, start_run
 from app.templating import is_htmx, render
 from labs.base import Lab
@@ -81,11 +80,16 @@ def lab_page(
 
 
 @router.post("/labs/{lab_id}/runs", response_model=None)
-async def lab_submit(
-    lab_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+def lab_submit(
+    lab_id: str,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    learner: LearnerDep,
+    raw_form: FormDep,
 ) -> Response:
     lab = _lab(settings, lab_id)
-    form = {k: str(v) for k, v in (await request.form()).items()}
+    form = {k: str(v) for k, v in raw_form.items()}
     embedded = bool(form.get("_source"))
     data = forms.parse_form(lab, form)
     try:
@@ -93,9 +97,7 @@ async def lab_submit(
     except notebook.PredictionError as e:
         errors, status, run = {forms.FORM_ERROR_KEY: str(e)}, 422, None
     else:
-        run, errors, status = await anyio.to_thread.run_sync(
-            start_run, request, session, settings, learner, lab, data
-        )
+        run, errors, status = start_run(request, session, settings, learner, lab, data)
     if run is None and embedded:
         # A lab embedded in a lesson: the messages go where its output would appear.
         return render(

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from app import notebook
 from app.db import NotebookEntry, Run
-from app.deps import LearnerDep, SessionDep
+from app.deps import FormDep, LearnerDep, SessionDep
 from app.templating import render
 
 router = APIRouter(tags=["notebook"])
@@ -54,11 +54,10 @@ def notebook_export(session: SessionDep, learner: LearnerDep) -> Response:
 
 
 @router.post("/notebook/{entry_id}/reflect", response_class=HTMLResponse)
-async def reflect(
-    entry_id: str, request: Request, session: SessionDep, learner: LearnerDep
+def reflect(
+    entry_id: str, request: Request, session: SessionDep, learner: LearnerDep, form: FormDep
 ) -> Response:
     entry = _entry(session, entry_id, learner)
-    form = await request.form()
     next_step, evidence = (str(form.get(k, "")) for k in ("next_step", "evidence"))
     if not next_step.strip():
         return render(

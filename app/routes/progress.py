@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from app import progress
 from app.db import Learner, Run, Worker, utcnow
-from app.deps import CatalogueDep, LearnerDep, LearnerRowDep, SessionDep, SettingsDep
+from app.deps import CatalogueDep, FormDep, LearnerDep, LearnerRowDep, SessionDep, SettingsDep
 from app.review import outlook
 from app.templating import render
 
@@ -19,11 +19,10 @@ VISIT_KINDS = {"term", "lesson", "lesson-done"}
 
 
 @router.post("/progress/seen")
-async def seen(
-    request: Request, session: SessionDep, learner: LearnerDep, cat: CatalogueDep
+def seen(
+    request: Request, session: SessionDep, learner: LearnerDep, cat: CatalogueDep, form: FormDep
 ) -> Response:
     """Called by the page after it loads (htmx), so plain GETs stay read-only."""
-    form = await request.form()
     kind, slug, detail = (str(form.get(k, ""))[:120] for k in ("kind", "slug", "detail"))
     known = slug in cat.terms if kind == "term" else slug in cat.lessons
     if kind not in VISIT_KINDS or not known or (detail and not detail.isdigit()):

@@ -8,11 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
+from starlette.datastructures import FormData
 
 from app import notebook, review
 from app.content import QuizItem
 from app.db import INT32_MAX, NotebookEntry, QuizAttempt, ReviewCard, Run, utcnow
-from app.deps import CatalogueDep, LearnerDep, SessionDep, SettingsDep
+from app.deps import CatalogueDep, FormDep, LearnerDep, SessionDep, SettingsDep
 from app.quiz import AnswerError, answer_record, grade
 from app.templating import render
 
@@ -23,8 +24,7 @@ DOUBLE_SUBMIT_WINDOW = timedelta(seconds=10)
 CardId = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 
-async def _form(request: Request) -> dict[str, list[str]]:
-    form = await request.form()
+def _lists(form: FormData) -> dict[str, list[str]]:
     return {k: [str(v) for v in form.getlist(k)] for k in form}
 
 
@@ -47,16 +47,17 @@ def _owner_link(owner: str, item: QuizItem) -> str:
 
 
 @router.post("/quiz/{owner}/{item_id}", response_class=HTMLResponse)
-async def answer(
+def answer(
     request: Request,
     owner: str,
     item_id: str,
     cat: CatalogueDep,
     session: SessionDep,
     learner: LearnerDep,
+    raw_form: FormDep,
 ) -> Response:
     item = _item(cat, owner, item_id)
-    form = await _form(request)
+    form = _lists(raw_form)
     ctx = {"item": item, "owner": owner, "link": _owner_link(owner, item)}
     try:
         g = grade(item, form)
@@ -98,17 +99,18 @@ async def answer(
 
 
 @router.post("/quiz/{owner}/{item_id}/rate", response_class=HTMLResponse)
-async def self_rate(
+def self_rate(
     request: Request,
     owner: str,
     item_id: str,
     cat: CatalogueDep,
     session: SessionDep,
     learner: LearnerDep,
+    raw_form: FormDep,
 ) -> Response:
     """Self-grading of a free-text answer: again / hard / good / easy."""
     item = _item(cat, owner, item_id)
-    form = await _form(request)
+    form = _lists(raw_form)
     try:
         rating = int(form.get("rating", ["0"])[0])
         if rating not in review.RATINGS:
@@ -189,8 +191,13 @@ def review_page(
 
 
 @router.post("/review/{card_id}/answer", response_class=HTMLResponse)
-async def review_answer(
-    request: Request, card_id: CardId, cat: CatalogueDep, session: SessionDep, learner: LearnerDep
+def review_answer(
+    request: Request,
+    card_id: CardId,
+    cat: CatalogueDep,
+    session: SessionDep,
+    learner: LearnerDep,
+    raw_form: FormDep,
 ) -> Response:
     card = session.get(ReviewCard, card_id)
     if card is None or card.learner_id != learner:
@@ -198,7 +205,7 @@ async def review_answer(
     item, owner, link = _card_item(session, cat, card)
     if item is None:
         raise HTTPException(404, "That question no longer exists.")
-    form = await _form(request)
+    form = _lists(raw_form)
     ctx = {"card": card, "item": item, "owner": owner, "link": link}
     try:
         g = grade(item, form)
@@ -220,13 +227,13 @@ async def review_answer(
 
 
 @router.post("/review/{card_id}/rate")
-async def review_rate(
-    request: Request, card_id: CardId, session: SessionDep, learner: LearnerDep
+def review_rate(
+    request: Request, card_id: CardId, session: SessionDep, learner: LearnerDep, raw_form: FormDep
 ) -> Response:
     card = session.get(ReviewCard, card_id)
     if card is None or card.learner_id != learner:
         raise HTTPException(404, "No such review card.")
-    form = await _form(request)
+    form = _lists(raw_form)
     try:
         rating = int(form.get("rating", ["0"])[0])
     except ValueError:

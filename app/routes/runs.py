@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -20,10 +20,11 @@ from fastapi.responses import (
     Response,
     StreamingResponse,
 )
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import notebook
-from app.db import Run, RunEvent
+from app.db import INT32_MAX, Run, RunEvent
 from app.deps import LearnerDep, SessionDep, SettingsDep
 from app.settings import Settings
 from app.templating import is_htmx, render, templates
@@ -42,7 +43,12 @@ SSE_POLL_S = 0.2
 SSE_KEEPALIVE_S = 15.0
 # A stream ends after this long even if the run has not (the client reconnects).
 SSE_MAX_S = 3600.0
+# Seconds between polls while the database is unavailable.
+SSE_DB_RETRY_S = 1.0
 HISTORY_LIMIT = 50
+# Event sequence numbers from the URL: out of the column's range is a 422, not a 500.
+After = Annotated[int, Query(ge=0, le=INT32_MAX, description="resume after this event seq")]
+Seq = Annotated[int, Path(ge=1, le=INT32_MAX)]
 NOT_FOUND = "No such run (or it is not yours)."
 
 templates.env.filters.setdefault("labvalue", format_value)
@@ -134,7 +140,7 @@ async def api_start_run(
 @router.get("/api/runs/{run_id}")
 def api_run(run_id: str, session: SessionDep, learner: LearnerDep) -> dict[str, Any]:
     run = _own_run(session, run_id, learner)
-    return runs.run_json(run, runs.events_after(session, run.id))
+    return runs.run_json(run, runs.events_after(session, run.id), runs.queue_position(session, run))
 
 
 @router.post("/api/runs/{run_id}/cancel")
@@ -160,8 +166,10 @@ def _poll(factory: sessionmaker[Session], run_id: str, after: int) -> tuple[Run,
 
 
 def _resume_from(request: Request, after: int) -> int:
-    last = request.headers.get("last-event-id", "")
-    return int(last) if last.isdigit() else max(after, 0)
+    last = request.headers.get("last-event-id", "").strip()
+    if last.isascii() and last.isdigit():
+        return min(int(last), INT32_MAX)
+    return after
 
 
 async def _stream(
@@ -179,7 +187,13 @@ async def _stream(
     while time.monotonic() - started < SSE_MAX_S:
         if await request.is_disconnected():
             return
-        run, events = await anyio.to_thread.run_sync(_poll, factory, run_id, last_seq)
+        try:
+            run, events = await anyio.to_thread.run_sync(_poll, factory, run_id, last_seq)
+        except (OperationalError, InterfaceError):
+            # The database is restarting: keep the stream open and poll again
+            # rather than drop the learner's page into a reconnect loop.
+            await anyio.sleep(SSE_DB_RETRY_S)
+            continue
         for e in events:
             text = render_event(e)
             if text:
@@ -203,7 +217,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 @router.get("/api/runs/{run_id}/events")
 def api_events(
-    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: int = 0
+    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: After = 0
 ) -> StreamingResponse:
     """``text/event-stream``: ``event: <kind>`` with the event's JSON (``id`` = seq),
     ``event: status`` on each status change, and a final ``event: end``. Reconnecting
@@ -234,7 +248,7 @@ _OUTPUT_KINDS = {"table", "metric", "plot", "notice"}
 
 @router.get("/runs/{run_id}/stream")
 def html_events(
-    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: int = 0
+    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: After = 0
 ) -> StreamingResponse:
     """The same stream as HTML fragments for the htmx SSE extension: ``log`` lines,
     ``output`` blocks (tables, metrics, plots, notices), ``status``, ``end``."""
@@ -285,6 +299,10 @@ def run_context(session: Session, settings: Settings, run: Run) -> dict[str, Any
         "progress": latest_progress(events),
         "last_seq": events[-1]["seq"] if events else 0,
         "active": not run.is_final,
+        "queue_position": runs.queue_position(session, run),
+        "workers_up": (
+            runs.live_workers(session, run.queue, settings) if run.status == "queued" else None
+        ),
         "previous": previous,
         "entry": notebook.for_run(session, run),
     }
@@ -370,7 +388,7 @@ def run_cancel(
 
 
 @router.get("/runs/{run_id}/plots/{seq}.svg")
-def run_plot(run_id: str, seq: int, session: SessionDep, learner: LearnerDep) -> Response:
+def run_plot(run_id: str, seq: Seq, session: SessionDep, learner: LearnerDep) -> Response:
     """A plot event's SVG as an image (shown with <img>, so its styles never touch the page)."""
     _own_run(session, run_id, learner)
     event = session.query(RunEvent).filter_by(run_id=run_id, seq=seq, kind="plot").one_or_none()

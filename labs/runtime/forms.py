@@ -140,11 +140,35 @@ def field_errors(e: ValidationError) -> dict[str, str]:
     return {k: "; ".join(v) for k, v in out.items()}
 
 
+def _unstorable(value: Any) -> str | None:
+    """Why ``value`` (validated params as JSON) cannot be stored as a run's JSON on
+    every database, or None: NUL characters (PostgreSQL rejects them in text and
+    JSONB) and non-finite numbers (not JSON)."""
+    if isinstance(value, str):
+        return "must not contain NUL characters" if "\x00" in value else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "must be a finite number"
+    if isinstance(value, dict):
+        items: Any = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    return next((why for why in map(_unstorable, items) if why), None)
+
+
 def validate(lab: Lab, data: Any) -> tuple[LabParams | None, dict[str, str]]:
     """(params, {}) or (None, per-field messages)."""
     if not isinstance(data, dict):
         return None, {FORM_ERROR_KEY: "Parameters must be a JSON object of name: value."}
     try:
-        return lab.params.model_validate(data), {}
+        params = lab.params.model_validate(data)
+        stored = params.model_dump(mode="json")
+        # The worker validates the stored form again; a cross-field check that the
+        # first pass skipped (pydantic does not validate defaults) must fail here,
+        # with its message, not later as a failed run.
+        lab.params.model_validate(stored)
     except ValidationError as e:
         return None, field_errors(e)
+    bad = {name: why for name, v in stored.items() if (why := _unstorable(v))}
+    return (None, bad) if bad else (params, {})

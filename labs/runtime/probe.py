@@ -245,4 +245,14 @@ PROBES = (
         time_limit_s=60.0,
         memory_limit_mb=1024,
     ),
+    Lab(
+        id="sandbox-probe-gpu-only",
+        title="Sandbox probe that requires a GPU (tests only)",
+        summary="Goes to the gpu queue: only a GPU worker takes it; without one it waits.",
+        needs_gpu=NeedsGPU.required,
+        params=ProbeParams,
+        run=run,
+        time_limit_s=60.0,
+        memory_limit_mb=1024,
+    ),
 )

@@ -179,12 +179,47 @@ def cancel_run(session: Session, run_id: str, learner_id: str) -> Run | None:
     return run
 
 
-def run_json(run: Run, events: Sequence[RunEvent]) -> dict[str, Any]:
-    """The API's view of a run (``GET /api/runs/{id}``)."""
+def queue_position(session: Session, run: Run) -> int | None:
+    """The run's place among the queued runs of its queue (1 = next), by creation
+    time with ties by id; None unless the run is queued.
+
+    Workers take messages in enqueue order, which is creation order except for a
+    run re-queued after its worker was lost: that one counts from its creation
+    time here, so the number is what a learner waits behind, not an exact turn.
+    """
+    if run.status != "queued":
+        return None
+    ahead = session.scalar(
+        select(func.count())
+        .select_from(Run)
+        .where(
+            Run.queue == run.queue,
+            Run.status == "queued",
+            (Run.created_at < run.created_at)
+            | ((Run.created_at == run.created_at) & (Run.id < run.id)),
+        )
+    )
+    return int(ahead or 0) + 1
+
+
+def live_workers(session: Session, queue: str, settings: Settings) -> int:
+    """Workers that take ``queue`` and heartbeat within the reaper grace."""
+    since = utcnow() - timedelta(seconds=settings.reaper_grace_seconds)
+    rows = session.scalars(
+        select(Worker.queues).where(Worker.status == "up", Worker.last_heartbeat >= since)
+    )
+    return sum(1 for queues in rows if queue in queues.split(","))
+
+
+def run_json(run: Run, events: Sequence[RunEvent], position: int | None = None) -> dict[str, Any]:
+    """The API's view of a run (``GET /api/runs/{id}``); ``queue_position`` is
+    ``queue_position()`` while the run is queued, else None."""
     return {
         "id": run.id,
         "lab": run.lab_id,
         "status": run.status,
+        "queue": run.queue,
+        "queue_position": position,
         "params": run.params,
         "events": [event_json(e) for e in events],
         "result": run.result,

@@ -456,8 +456,14 @@ class LabWorker:
                 if now - last_reap >= reap_every and not self.stopping.is_set():
                     runs.reap(self.factory, self.queue, s)
                     last_reap = now
-            except Exception:
-                log.exception("maintenance failed; retrying")
+            except Exception as e:
+                if is_transient_db_error(e):  # an outage: one line per attempt, no traceback
+                    log.warning(
+                        "maintenance: database unavailable; retrying",
+                        extra={"error": f"{type(e).__name__}: {str(e)[:200]}"},
+                    )
+                else:
+                    log.exception("maintenance failed; retrying")
             self.killing.wait(CANCEL_CHECK_S)
 
 

@@ -112,6 +112,7 @@ def test_a_run_through_the_server_and_a_gpu_worker(tmp_path: Path) -> None:
         "LOWBIT_DATA_DIR": str(tmp_path / "data"),
         "LOWBIT_CONTENT_DIR": str(make_content(tmp_path)),
         "LOWBIT_WORKER_QUEUES": "cpu,gpu",
+        "LOWBIT_GPU_LABS_REQUIRE_ACCOUNT": "false",
     }
     settings = Settings(env="test", data_dir=tmp_path / "data")
     settings.data_dir.mkdir()
@@ -126,6 +127,21 @@ def test_a_run_through_the_server_and_a_gpu_worker(tmp_path: Path) -> None:
         assert run["sandbox"]["gpu_memory"]["enabled"]
         env_run = wait_final(c, start(c, "torch-env"), timeout=120)
         assert env_run["result"]["cuda_available"]
+        # A lab that requires a GPU goes to the gpu queue, which only this worker takes.
+        gpu_only = wait_final(c, start(c, "sandbox-probe-gpu-only", {"mode": "ok"}), timeout=120)
+        assert gpu_only["status"] == "succeeded" and gpu_only["queue"] == "gpu", gpu_only
+        assert gpu_only["environment"]["device"].startswith("cuda")
+        # The worker advertises what it has: GPU model, memory and compute capability.
+        from sqlalchemy import select
+
+        from app.db import Worker
+
+        with stack.factory() as session:
+            caps = session.scalars(select(Worker.capabilities)).all()
+        gpus = [g for cap in caps if cap.get("device") == "cuda" for g in cap.get("gpus", [])]
+        assert gpus and all(
+            g.get("name") and g.get("memory.total") and g.get("compute_cap") for g in gpus
+        ), caps
     finally:
         for p in (stack.worker, stack.server):
             if p is not None:

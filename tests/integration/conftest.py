@@ -1,6 +1,8 @@
-"""The real stack for lab-run tests: a uvicorn server process and a `lowbit worker`
-process on the real queue, once on SQLite + SqliteHuey and once on PostgreSQL +
-Redis (the machine's; override with LOWBIT_TEST_POSTGRES_URL / LOWBIT_TEST_REDIS_URL).
+"""The real stack for lab-run tests: a uvicorn server process and `lowbit worker`
+processes on the real queue, once on SQLite + SqliteHuey (one worker) and once on
+PostgreSQL + Redis with two workers (the machine's services; override with
+LOWBIT_TEST_POSTGRES_URL / LOWBIT_TEST_REDIS_URL). ``open_stack`` builds others
+(the fault tests' private PostgreSQL and Redis, a data dir on a tiny tmpfs).
 
 Each stack is a session fixture; tests that kill or restart the worker or the
 server leave a running one behind.
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,10 +105,16 @@ class Stack:
     settings: Settings
     log_dir: Path
     server: Proc | None = None
-    worker: Proc | None = None
     port: int = 0
+    n_workers: int = 1
+    workers: list[Proc | None] = field(default_factory=list)
     _factory: Any = field(default=None, repr=False)
     _queue: Any = field(default=None, repr=False)
+
+    @property
+    def worker(self) -> Proc | None:
+        """The first worker (the one tests stop, kill and restart by default)."""
+        return self.workers[0] if self.workers else None
 
     @property
     def url(self) -> str:
@@ -140,56 +149,90 @@ class Stack:
             self.wait_server()
 
     def wait_server(self) -> None:
+        server = self.server
+        assert server is not None
         wait_for(
             lambda: _healthy(self.url),
             START_TIMEOUT_S,
-            lambda: "server did not start:\n" + self.server.tail(),
-        )  # type: ignore[union-attr]
-
-    def start_worker(self, wait: bool = True) -> None:
-        """Start `lowbit worker`; with ``wait``, until it has registered itself."""
-        self.worker = Proc(
-            "worker", [sys.executable, "-m", "app.cli", "worker"], self.env, self.log_dir
+            lambda: "server did not start:\n" + server.tail(),
         )
-        self.worker.start()
+
+    def start_worker(self, wait: bool = True, index: int = 0) -> Proc:
+        """Start `lowbit worker` number ``index``; with ``wait``, until it has registered."""
+        proc = Proc(
+            "worker" if index == 0 else f"worker{index}",
+            [sys.executable, "-m", "app.cli", "worker"],
+            self.env,
+            self.log_dir,
+        )
+        while len(self.workers) <= index:
+            self.workers.append(None)
+        self.workers[index] = proc
+        proc.start()
         if wait:
-            self.wait_worker()
+            self.wait_worker(proc)
+        return proc
 
-    def wait_worker(self) -> None:
-        assert self.worker is not None
-        pid = self.worker.pid
+    def wait_worker(self, proc: Proc | None = None) -> None:
+        proc = proc or self.worker
+        assert proc is not None
         wait_for(
-            lambda: self._worker_up(pid),
+            lambda: self._worker_up(proc),
             START_TIMEOUT_S,
-            lambda: "worker did not start:\n" + self.worker.tail(),
-        )  # type: ignore[union-attr]
+            lambda: "worker did not start:\n" + proc.tail(),
+        )
 
-    def _worker_up(self, pid: int) -> bool:
+    def _worker_up(self, proc: Proc) -> bool:
         from sqlalchemy import select
 
         from app.db import Worker
 
-        assert self.worker is not None
-        if not self.worker.alive():
-            raise RuntimeError("worker exited:\n" + self.worker.tail())
+        if not proc.alive():
+            raise RuntimeError("worker exited:\n" + proc.tail())
         with self.factory() as s:
             return (
-                s.scalar(select(Worker.id).where(Worker.pid == pid, Worker.status == "up"))
+                s.scalar(select(Worker.id).where(Worker.pid == proc.pid, Worker.status == "up"))
                 is not None
             )
 
+    def worker_of(self, run_id: str) -> Proc:
+        """The worker process that holds ``run_id`` now."""
+        row = self.run_row(run_id)
+        assert row.worker_id, f"run {run_id} has no worker ({row.status})"
+        pid = int(row.worker_id.split(":")[1])
+        for p in self.workers:
+            if p is not None and p.alive() and p.pid == pid:
+                return p
+        raise AssertionError(f"no worker process of this stack has pid {pid}")
+
+    def stop_workers(self, first: int = 0) -> None:
+        """Stop workers ``first``… (SIGTERM: each finishes or hands back its run)."""
+        for p in self.workers[first:]:
+            if p is not None:
+                p.stop()
+
     def ensure_running(self) -> None:
-        """Start whatever is not running, both at once (each takes seconds)."""
+        """Start whatever is not running, all at once (each takes seconds)."""
         server = self.server is None or not self.server.alive()
-        worker = self.worker is None or not self.worker.alive()
         if server:
             self.start_server(wait=False)
-        if worker:
-            self.start_worker(wait=False)
+        started = [
+            self.start_worker(wait=False, index=i)
+            for i in range(self.n_workers)
+            if i >= len(self.workers) or self.workers[i] is None or not self.workers[i].alive()  # type: ignore[union-attr]
+        ]
         if server:
             self.wait_server()
-        if worker:
-            self.wait_worker()
+        for proc in started:
+            self.wait_worker(proc)
+
+    def stop(self) -> None:
+        for p in (*self.workers, self.server):
+            if p is not None:
+                p.stop()
+        if self._factory is not None:
+            self._factory.kw["bind"].dispose()
+            self._factory = None
 
     def learner(self) -> httpx.Client:
         """A new learner: a client with its own session cookie and the CSRF header set."""
@@ -280,39 +323,59 @@ def _redis_database() -> tuple[str, Callable[[], None]]:
     pytest.fail("no empty Redis database (1-15) for the tests")
 
 
+# Worker processes per stack: the PostgreSQL + Redis stack is the many-worker
+# topology, so it runs two (they compete for the same queue and database).
+WORKERS = {"sqlite": 1, "postgres": 2}
+
+
+@contextmanager
+def open_stack(
+    name: str,
+    root: Path,
+    env: dict[str, str] | None = None,
+    n_workers: int = 1,
+    start: bool = True,
+) -> Iterator[Stack]:
+    """A migrated stack under ``root`` (SQLite + SqliteHuey unless ``env`` names a
+    database and a queue); its processes are stopped on exit."""
+    from app.migrate import upgrade
+
+    env = {
+        **STACK_SETTINGS,
+        "LOWBIT_DATA_DIR": str(root / "data"),
+        "LOWBIT_CONTENT_DIR": str(make_content(root)),
+        "LOWBIT_SECRET_KEY": "test-secret-" + secrets.token_hex(16),
+        **(env or {}),
+    }
+    settings = Settings(**{k.removeprefix("LOWBIT_").lower(): v for k, v in env.items()})  # type: ignore[arg-type]
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.db_url)
+    s = Stack(name, env, settings, root, n_workers=n_workers)
+    try:
+        if start:
+            s.ensure_running()
+        yield s
+    finally:
+        s.stop()
+
+
 @pytest.fixture(
     scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    from app.migrate import upgrade
-
     root = tmp_path_factory.mktemp(f"stack-{request.param}")
-    env = {
-        **STACK_SETTINGS,
-        "LOWBIT_DATA_DIR": str(root / "data"),
-        "LOWBIT_CONTENT_DIR": str(make_content(root)),
-        "LOWBIT_SECRET_KEY": "test-secret-" + secrets.token_hex(16),
-    }
+    env: dict[str, str] = {}
     cleanups: list[Callable[[], None]] = []
     if request.param == "postgres":
         env["LOWBIT_DATABASE_URL"], drop = _postgres_database(f"lowbit_test_{secrets.token_hex(4)}")
         env["LOWBIT_QUEUE_URL"], flush = _redis_database()
         cleanups += [drop, flush]
-    settings = Settings(**{k.removeprefix("LOWBIT_").lower(): v for k, v in env.items()})  # type: ignore[arg-type]
-    settings.data_dir.mkdir(parents=True)
-    upgrade(settings.db_url)
-    s = Stack(request.param, env, settings, root)
     try:
-        s.ensure_running()
-        yield s
+        with open_stack(request.param, root, env, WORKERS[request.param]) as s:
+            yield s
     finally:
-        for p in (s.worker, s.server):
-            if p is not None:
-                p.stop()
-        if s._factory is not None:
-            s._factory.kw["bind"].dispose()
         for c in cleanups:
             c()
 
@@ -322,3 +385,169 @@ def live(stack: Stack) -> Stack:
     """The stack with its server and worker running (restarted if a test stopped them)."""
     stack.ensure_running()
     return stack
+
+
+@dataclass
+class InProcess:
+    """The app in this process on the real content (a migrated SQLite file, no
+    worker): for tests that send thousands of requests or walk every route."""
+
+    app: Any
+    settings: Settings
+
+    def learner(self) -> Any:
+        """A new learner: its own cookies, and the CSRF header echoing its cookie."""
+        from fastapi.testclient import TestClient
+
+        c = TestClient(self.app, follow_redirects=False)
+        c.get("/healthz").raise_for_status()
+        c.headers["X-CSRF-Token"] = c.cookies["lowbit_csrf"]
+        return c
+
+
+@dataclass
+class Seeded:
+    """A learner holding one of everything a learner can own, for access checks."""
+
+    client: Any
+    username: str
+    run_id: str  # cancelled: final, so its event streams end at once
+    queued_run_id: str  # still queued (no worker runs in process)
+    card_id: int
+    entry_id: str
+    marker: str  # text only this learner wrote (a notebook prediction)
+    owner: str  # a quiz owner ("term:<slug>") and one of its items
+    item_id: str
+
+    def path_values(self, app: Any) -> dict[str, str]:
+        """A real value for every path parameter of the app's routes."""
+        cat = app.state.content.get()
+        static = app.state.static
+        css = static.url("css/app.css").removeprefix("/static/")
+        return {
+            "lab_id": "block-quantize",
+            "run_id": self.run_id,
+            "card_id": str(self.card_id),
+            "entry_id": self.entry_id,
+            "owner": self.owner,
+            "item_id": self.item_id,
+            "term_slug": self.owner.partition(":")[2],
+            "lesson_slug": cat.sorted_lessons()[0].slug,
+            "cid": next(iter(cat.collections)),
+            "seq": "1",
+            "name": css,
+        }
+
+
+def seed_learner(inproc: InProcess, name: str = "") -> Seeded:
+    import secrets as _secrets
+
+    from sqlalchemy import select
+
+    from app.db import NotebookEntry, ReviewCard, make_engine, make_sessionmaker
+
+    c = inproc.learner()
+    token = c.headers["X-CSRF-Token"]
+    username = name or "learner" + _secrets.token_hex(4)
+    pw = "a long password " + _secrets.token_hex(4)
+    r = c.post(
+        "/signup", data={"username": username, "password": pw, "password2": pw, "csrf_token": token}
+    )
+    assert r.status_code == 303, r.text
+    marker = "marker" + _secrets.token_hex(6)
+    r = c.post(
+        "/labs/sandbox-probe/runs",
+        data={"csrf_token": token, "mode": "ok", "target": marker, "_prediction": marker},
+        headers={"X-CSRF-Token": ""},
+    )
+    assert r.status_code == 303, r.text
+    run_id = r.headers["location"].rsplit("/", 1)[1]
+    assert c.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+    queued = c.post("/api/labs/sandbox-probe/runs", json={"mode": "ok"}).json()["id"]
+    cat = inproc.app.state.content.get()
+    term = next(t for t in cat.sorted_terms() if t.front.quiz)
+    item = term.front.quiz[0]
+    owner = f"term:{term.slug}"
+    r = c.post(f"/quiz/{owner}/{item.id}", data={"answer": "0", "csrf_token": token})
+    assert r.status_code in (200, 422), r.text
+    engine = make_engine(inproc.settings.db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            entry = s.scalar(select(NotebookEntry).where(NotebookEntry.prediction == marker))
+            assert entry is not None
+            card = s.scalar(select(ReviewCard).where(ReviewCard.learner_id == entry.learner_id))
+            if card is None:  # an item graded by self-rating: rate it to make its card
+                r = c.post(
+                    f"/quiz/{owner}/{item.id}/rate", data={"rating": "3", "csrf_token": token}
+                )
+                assert r.status_code == 200, r.text
+                card = s.scalar(select(ReviewCard).where(ReviewCard.learner_id == entry.learner_id))
+            assert card is not None
+            return Seeded(c, username, run_id, queued, card.id, entry.id, marker, owner, item.id)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def inproc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.migrate import upgrade
+
+    data = tmp_path_factory.mktemp("inproc") / "data"
+    settings = Settings(env="test", data_dir=data, content_dir=ROOT / "content")
+    data.mkdir(parents=True)
+    upgrade(settings.db_url)
+    app = create_app(settings)
+    with TestClient(app):  # runs the lifespan once: the search index is built
+        yield InProcess(app, settings)
+
+
+def app_routes(app: Any) -> list[tuple[str, Any]]:
+    """(path, route) for every HTTP route of the app (FastAPI's and Starlette's, such
+    as the docs page), through included routers."""
+    from starlette.routing import Route
+
+    out: list[tuple[str, Any]] = []
+
+    def walk(routes: list[Any], prefix: str) -> None:
+        for r in routes:
+            inner = getattr(r, "original_router", None)
+            if inner is not None:
+                ctx = getattr(r, "include_context", None)
+                walk(inner.routes, prefix + str(getattr(ctx, "prefix", "") or ""))
+            elif isinstance(r, Route):
+                out.append((prefix + r.path, r))
+
+    walk(app.routes, "")
+    return out
+
+
+def path_params(path: str, values: dict[str, str]) -> dict[str, str]:
+    """Real values for the ``{params}`` of ``path``; fails naming a parameter no test
+    knows, so a new route cannot slip past the route-walking checks."""
+    import re
+
+    out: dict[str, str] = {}
+    for raw in re.findall(r"\{([^}]+)\}", path):
+        name = raw.split(":")[0]
+        key = (
+            ("lesson_" if path.startswith("/lessons") else "term_") + name
+            if name == "slug"
+            else name
+        )
+        if key not in values:
+            raise AssertionError(
+                f"route {path}: no real value for path parameter {name!r}; "
+                "add one to Seeded.path_values"
+            )
+        out[name] = values[key]
+    return out
+
+
+def fill_path(path: str, values: dict[str, str]) -> str:
+    import re
+
+    params = path_params(path, values)
+    return re.sub(r"\{([^}:]+)(:[^}]*)?\}", lambda m: params[m.group(1)], path)

@@ -16,14 +16,14 @@ def test_kill9_of_the_worker_mid_run_requeues_the_run_once(live: Stack) -> None:
         30,
         "the run never started",
     )
-    assert live.worker is not None
-    victim = live.worker.pid
-    live.worker.kill9()
+    victim = live.worker_of(run_id)  # with two workers, either may have it
+    pid = victim.pid
+    victim.kill9()
     killed_at = time.monotonic()
     # The lab child dies with its worker (parent-death signal), not orphaned.
     row = live.run_row(run_id)
-    assert row.status == "running" and row.worker_id.split(":")[1] == str(victim)
-    live.start_worker()
+    assert row.status == "running" and row.worker_id.split(":")[1] == str(pid)
+    live.ensure_running()
     run = wait_final(c, run_id, timeout=60)
     took = time.monotonic() - killed_at
     assert run["status"] == "succeeded", run
@@ -36,6 +36,7 @@ def test_kill9_of_the_worker_mid_run_requeues_the_run_once(live: Stack) -> None:
 
 def test_queued_runs_survive_restarts_and_a_queue_that_lost_them(live: Stack) -> None:
     c, other = live.learner(), live.learner()
+    live.stop_workers(first=1)  # one worker, so nothing takes the run it hands back
     assert live.worker is not None and live.server is not None
     # A worker stopped with two signals stops its running lab and queues it again.
     busy = start(other, "sandbox-probe-slow", {"mode": "sleep", "seconds": 2})
