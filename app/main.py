@@ -97,7 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="lowbit",
         lifespan=lifespan,
-        docs_url="/api/docs",
+        docs_url=None,
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
