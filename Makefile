@@ -5,9 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8000
 CHROMIUM ?= /usr/bin/chromium
+# Debian's nginx, unpacked into the venv (not installed as a service) for the proxy test.
+NGINX  := $(VENV)/nginx/usr/sbin/nginx
 VENDOR := static/vendor/htmx.min.js static/vendor/sse.js
 
-.PHONY: run test bench install static browser lint test-gpu clean
+.PHONY: run test bench install static browser nginx lint test-gpu clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +36,16 @@ browser:
 	@test -x $(CHROMIUM) || { echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+nginx: $(NGINX)
+
+$(NGINX): | $(STAMP)
+	rm -rf $(VENV)/nginx.tmp && mkdir -p $(VENV)/nginx.tmp
+	cd $(VENV)/nginx.tmp && { apt-get download nginx 2>/dev/null || \
+	  { apt-get update -qq && apt-get download nginx; }; }
+	dpkg -x $(VENV)/nginx.tmp/nginx_*.deb $(VENV)/nginx
+	rm -rf $(VENV)/nginx.tmp
+	$(NGINX) -v
+
 run: install static
 	$(BIN)/lowbit migrate
 	LOWBIT_PORT=$(PORT) $(BIN)/lowbit serve --embedded-worker
@@ -44,7 +56,7 @@ lint: install
 	$(BIN)/mypy app labs
 	$(BIN)/hadolint Dockerfile
 
-test: install static browser lint
+test: install static browser nginx lint
 	$(BIN)/lowbit content check
 	$(BIN)/pytest -m "not gpu" -q
 

@@ -1,0 +1,325 @@
+"""The compose proxy, run: Debian's nginx with ``deploy/nginx.conf`` in front of
+two ``lowbit serve`` replicas on PostgreSQL + Redis and a worker, as in
+``compose.yaml``.
+
+The config is used as written; only the lines marked in it change (the replicas'
+addresses for Docker's "web", the listen address, and /tmp for a private
+directory), and the test fails if those marks move, so it cannot drift into
+testing some other config. ``make nginx`` unpacks the nginx binary into the venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.settings import ROOT
+from tests.conftest import free_port
+from tests.integration.conftest import (
+    SERVER,
+    Proc,
+    Stack,
+    _healthy,
+    _postgres_database,
+    _redis_database,
+    open_stack,
+    start,
+    wait_final,
+    wait_for,
+)
+
+pytestmark = pytest.mark.postgres
+
+NGINX = Path(os.environ.get("LOWBIT_TEST_NGINX", ROOT / ".venv/nginx/usr/sbin/nginx"))
+CONFIG = ROOT / "deploy/nginx.conf"
+REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
+SMALL = {"format": "nvfp4", "shape": [32, 32], "seed": 1}
+
+
+def render_config(upstreams: list[str], listen: str, tmp: str) -> str:
+    """``deploy/nginx.conf`` with the replicas' addresses, a listen address and a
+    private temp directory; every other line as written."""
+    text = CONFIG.read_text()
+    out: list[str] = []
+    marks = Counter[str]()
+    for line in text.splitlines():
+        if "# upstream servers" in line:
+            marks["upstream"] += 1
+            out += [line.replace("web:8000", u) for u in upstreams]
+        elif "# listen" in line:
+            marks["listen"] += 1
+            out.append(re.sub(r"listen \d+;", f"listen {listen};", line))
+        else:
+            out.append(line)
+    assert marks == {"upstream": 1, "listen": 1}, f"the marked lines moved: {marks}"
+    assert "web:8000" in text and "listen 8080;" in text
+    rendered = "\n".join(out).replace("/tmp/", tmp + "/")
+    assert "web:8000" not in rendered
+    return rendered
+
+
+class Nginx:
+    def __init__(self, conf_dir: Path, log_dir: Path) -> None:
+        self.conf = conf_dir / "nginx.conf"
+        self.log = log_dir / "nginx.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def args(self, *extra: str) -> list[str]:
+        return [str(NGINX), "-p", str(self.conf.parent), "-c", str(self.conf), *extra]
+
+    def start(self) -> None:
+        log = open(self.log, "ab")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(
+            self.args("-g", "daemon off;"), stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def access(self) -> list[dict[str, Any]]:
+        """The proxy's JSON access log lines so far."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return [json.loads(x) for x in lines if x.startswith("{")]
+
+
+@dataclass
+class Proxied:
+    stack: Stack
+    replicas: list[Proc]
+    ports: list[int]
+    nginx: Nginx
+    url: str
+
+    def learner(self) -> httpx.Client:
+        c = httpx.Client(base_url=self.url, timeout=30)
+        c.get("/healthz").raise_for_status()
+        c.headers["X-CSRF-Token"] = c.cookies["lowbit_csrf"]
+        return c
+
+    def replica_requests(self, index: int) -> dict[str, dict[str, Any]]:
+        """Request log lines of replica ``index``, by request id."""
+        lines = self.replicas[index].tail(10**8).splitlines()
+        rows = [json.loads(x) for x in lines if x.startswith("{")]
+        return {r["request_id"]: r for r in rows if r.get("msg") == "request"}
+
+    def restart_replica(self, index: int) -> None:
+        self.replicas[index].start()
+        url = f"http://127.0.0.1:{self.ports[index]}"
+        proc = self.replicas[index]
+        wait_for(lambda: _healthy(url), 60, lambda: "replica did not restart:\n" + proc.tail())
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
+    if not NGINX.exists():
+        pytest.fail(f"nginx is needed for the proxy test: run `make nginx` ({NGINX} is missing)")
+    root = tmp_path_factory.mktemp("proxy")
+    db_url, drop = _postgres_database(f"lowbit_test_{secrets.token_hex(4)}")
+    queue_url, flush = _redis_database()
+    # nginx's workers run as nobody: their temp files go in a world-writable dir.
+    tmp = tempfile.mkdtemp(prefix="lowbit-nginx-")
+    os.chmod(tmp, 0o1777)
+    nginx: Nginx | None = None
+    try:
+        env = {"LOWBIT_DATABASE_URL": db_url, "LOWBIT_QUEUE_URL": queue_url}
+        with open_stack("proxy", root, env, n_workers=1) as s:
+            assert s.server is not None
+            second_port = free_port()
+            second = Proc("server2", [sys.executable, *SERVER, str(second_port)], s.env, s.log_dir)
+            second.start()
+            try:
+                wait_for(
+                    lambda: _healthy(f"http://127.0.0.1:{second_port}"),
+                    60,
+                    lambda: "second replica did not start:\n" + second.tail(),
+                )
+                ports = [s.port, second_port]
+                listen = free_port()
+                conf_dir = root / "nginx"
+                conf_dir.mkdir()
+                (conf_dir / "nginx.conf").write_text(
+                    render_config([f"127.0.0.1:{p}" for p in ports], f"127.0.0.1:{listen}", tmp)
+                )
+                nginx = Nginx(conf_dir, root)
+                check = subprocess.run(nginx.args("-t"), capture_output=True, text=True)
+                assert check.returncode == 0, check.stderr
+                nginx.start()
+                url = f"http://127.0.0.1:{listen}"
+                wait_for(lambda: _healthy(url), 20, lambda: nginx.log.read_text() if nginx else "")
+                yield Proxied(s, [s.server, second], ports, nginx, url)
+            finally:
+                if nginx is not None:
+                    nginx.stop()
+                second.stop()
+    finally:
+        flush()
+        drop()
+
+
+@pytest.fixture
+def up(proxied: Proxied) -> Proxied:
+    """Both replicas, the worker and the proxy running (a test may have stopped one)."""
+    for i, proc in enumerate(proxied.replicas):
+        if not proc.alive():
+            proxied.restart_replica(i)
+    proxied.stack.ensure_running()
+    return proxied
+
+
+def upstream_ports(lines: list[dict[str, Any]]) -> Counter[int]:
+    """Which replica answered each proxied request (the last address tried)."""
+    return Counter(int(x["upstream"].split(", ")[-1].rsplit(":", 1)[1]) for x in lines)
+
+
+def test_requests_spread_over_both_replicas_with_one_request_id(up: Proxied) -> None:
+    c = httpx.Client(base_url=up.url, timeout=30)
+    seen: list[str] = []
+    for path in ["/", "/terms", "/lessons", "/search?q=nvfp4", "/healthz"] * 4:
+        r = c.get(path, headers={"X-Request-Id": "forged-by-the-client"})
+        assert r.status_code == 200, (path, r.text[:300])
+        rid = r.headers["x-request-id"]
+        assert REQUEST_ID.match(rid), rid  # nginx's id replaces the client's
+        seen.append(rid)
+    assert len(set(seen)) == len(seen)
+    # nginx writes a request's log line just after the response: wait for the last.
+    wait_for(lambda: seen[-1] in {x["request_id"] for x in up.nginx.access()}, 5, "no log line")
+    lines = [x for x in up.nginx.access() if x["request_id"] in set(seen)]
+    assert sorted(x["request_id"] for x in lines) == sorted(seen)
+    served = upstream_ports(lines)
+    assert set(served) == set(up.ports), served
+    # The replica that answered logged the same id the proxy logged and returned.
+    # (Each replica, too, logs a request once its response has gone.)
+    wait_for(
+        lambda: set(seen) <= {*up.replica_requests(0), *up.replica_requests(1)}, 5, "no app log"
+    )
+    for line in lines:
+        index = up.ports.index(upstream_ports([line]).most_common(1)[0][0])
+        logged = up.replica_requests(index).get(line["request_id"])
+        assert logged is not None, line
+        assert logged["path"] == line["uri"].split("?")[0]
+
+
+def test_headers_pass_through_and_the_proxy_hides_its_version(up: Proxied) -> None:
+    r = httpx.get(up.url + "/", timeout=30)
+    assert r.status_code == 200
+    assert "default-src" in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert "lowbit_csrf" in r.headers.get("set-cookie", "")
+    assert re.search(r"\d", r.headers.get("server", "")) is None, r.headers.get("server")
+
+
+def test_session_and_csrf_from_one_replica_work_on_the_other(up: Proxied) -> None:
+    a, b = (f"http://127.0.0.1:{p}" for p in up.ports)
+    learner = httpx.Client(base_url=a, timeout=30)
+    learner.get("/healthz").raise_for_status()
+    learner.headers["X-CSRF-Token"] = learner.cookies["lowbit_csrf"]
+    run_id = start(learner, "block-quantize", SMALL)  # on replica a
+    learner.base_url = httpx.URL(b)
+    assert learner.get(f"/api/runs/{run_id}").status_code == 200  # replica b knows the learner
+    assert wait_final(learner, run_id)["status"] == "succeeded"
+    # Through the proxy the same cookies keep working whichever replica answers.
+    learner.base_url = httpx.URL(up.url)
+    for _ in range(6):
+        assert learner.get(f"/api/runs/{run_id}").json()["status"] == "succeeded"
+    # Another learner through the proxy still cannot see it.
+    assert up.learner().get(f"/api/runs/{run_id}").status_code == 404
+
+
+def read_events(
+    lines: Iterator[str], until: Callable[[str, str], bool], timeout: float
+) -> list[tuple[str, str]]:
+    """(event, data) pairs from an SSE line iterator, up to the first ``until``."""
+    got: list[tuple[str, str]] = []
+    event, data = "message", ""
+    deadline = time.monotonic() + timeout
+    for line in lines:
+        assert time.monotonic() < deadline, f"no matching event in {timeout} s: {got}"
+        if line.startswith("event:"):
+            event = line.split(":", 1)[1].strip()
+        elif line.startswith("data:"):
+            data = line.split(":", 1)[1].strip()
+        elif line == "" and data:
+            got.append((event, data))
+            if until(event, data):
+                return got
+            event, data = "message", ""
+    raise AssertionError(f"the stream ended first: {got}")
+
+
+@pytest.mark.parametrize("stream", ["/api/runs/{id}/events", "/runs/{id}/stream"])
+def test_event_streams_arrive_unbuffered_through_the_proxy(up: Proxied, stream: str) -> None:
+    """With no worker the run waits: its "queued" status must reach the learner
+    through the proxy while the stream stays open (a buffering proxy would hold it
+    until the stream ended). Then a worker starts and the rest follows live."""
+    up.stack.stop_workers()
+    learner = up.learner()
+    run_id = start(learner, "block-quantize", SMALL)
+    with learner.stream("GET", stream.format(id=run_id), timeout=httpx.Timeout(30)) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        lines = r.iter_lines()
+        first = read_events(lines, lambda e, d: e == "status", timeout=10)
+        assert "queued" in first[-1][1].lower()
+        assert up.stack.run_row(run_id).status == "queued"  # still open, still waiting
+        up.stack.ensure_running()
+        rest = read_events(lines, lambda e, d: e == "end", timeout=60)
+    assert "succeeded" in rest[-1][1]
+    kinds = {e for e, _ in rest}
+    assert kinds & {"log", "result", "output"}, kinds
+
+
+def runs_of(stack: Stack, learner_id: Any) -> list[str]:
+    from sqlalchemy import select
+
+    from app.db import Run
+
+    with stack.factory() as s:
+        return list(s.scalars(select(Run.id).where(Run.learner_id == learner_id)))
+
+
+def test_a_replica_down_costs_no_request_and_no_double_runs(up: Proxied) -> None:
+    up.replicas[1].kill9()
+    try:
+        c = httpx.Client(base_url=up.url, timeout=30)
+        for _ in range(12):
+            r = c.get("/terms")
+            assert r.status_code == 200, r.text[:300]
+        # POSTs: a refused connection sent nothing, so nginx tries the live
+        # replica; each click starts exactly one run.
+        learners = [up.learner() for _ in range(4)]
+        ids = [start(lr, "block-quantize", SMALL) for lr in learners]
+        for lr, run_id in zip(learners, ids, strict=True):
+            assert wait_final(lr, run_id)["status"] == "succeeded"
+            assert runs_of(up.stack, up.stack.run_row(run_id).learner_id) == [run_id]
+    finally:
+        up.restart_replica(1)
+    # Back in rotation once its fail_timeout has passed: no restart of the proxy.
+    before = len(up.nginx.access())
+    c = httpx.Client(base_url=up.url, timeout=30)
+
+    def both_serve() -> bool:
+        assert c.get("/healthz").status_code == 200
+        return set(upstream_ports(up.nginx.access()[before:])) == set(up.ports)
+
+    wait_for(both_serve, 30, lambda: "the restarted replica never came back into rotation")
