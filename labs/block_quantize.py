@@ -353,7 +353,7 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
     return BlockQuantizeResult(
         format=params.format,
         element=fmt.element,
-        scale_type=fmt.scale_type,
+        scale_type=fmt.stored_scale,
         shape=[rows, cols],
         numel=layout.numel,
         device=str(x.device),

@@ -91,6 +91,12 @@ class Format(ABC):
     scale_type: ClassVar[str] = ""  # stored scale type, for docs and labs: "E8M0", "fp16", ...
     reference: ClassVar[str] = ""  # what it matches, for docs and labs
 
+    @property
+    def stored_scale(self) -> str:
+        """The scale type this configuration stores (``scale_type`` unless an option
+        such as ``scale_dtype`` changes it)."""
+        return self.scale_type
+
     def __init_subclass__(cls, key: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if key is not None:

@@ -67,6 +67,10 @@ class IntegerFormat(GranularFormat):
             )
 
     @property
+    def stored_scale(self) -> str:
+        return self.scale_dtype
+
+    @property
     def scale_field(self) -> str:
         return f"scale_{self.scale_dtype}"
 

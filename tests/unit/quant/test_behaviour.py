@@ -49,6 +49,10 @@ def test_fp16_scales_are_the_gptq_awq_size():
     assert bits_per_value("int8", granularity=32, scale_dtype="fp16") == 8.5
     assert FORMATS["int4"].configure(scale_dtype="fp16").bits_per_value == 4.125
     assert FORMATS["int4"].scale_dtype == "fp32"  # the default is unchanged
+    # What labs and docs show as the stored scale type follows the option.
+    assert FORMATS["int4"].stored_scale == "fp32"
+    assert FORMATS["int4"].configure(scale_dtype="fp16").stored_scale == "fp16"
+    assert FORMATS["mxfp4"].stored_scale == "E8M0"
     x = torch.randn(8, 256)
     for g, n_scales in (("tensor", 1), ("channel", 8), (128, 16)):
         q = quantize(x, "int4", granularity=g, scale_dtype="fp16")
