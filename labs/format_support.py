@@ -524,7 +524,9 @@ class GpuPath(BaseModel):
     weights_gb: float = Field(description="Weights held on the GPU, GB = 1e9 bytes")
     fits_weights_only: bool | None
     decode_tokens_per_s_bound: float | None = Field(
-        description="Batch-1 decode upper bound: peak bandwidth / weight bytes (tokens/s)"
+        description="Batch-1 decode upper bound, tokens/s: peak bandwidth / the weight bytes "
+        "a step reads (every weight but the embedding table, of which it reads one row; the "
+        "lm_head in full; MoE: the routed experts only)"
     )
     compute_speedup: float | None = Field(description="Peak matmul rate over the 16-bit peak")
 
@@ -591,7 +593,10 @@ def _gpu_row(
         resident_bits_per_param=round(resident_bits_per_param(format_key, rule), 4),
         weights_gb=memory.gb(weights),
         fits_weights_only=None if reg is None else weights <= reg.memory_bytes,
-        decode_tokens_per_s_bound=None if reg is None else reg.bandwidth_bytes_per_s / weights,
+        decode_tokens_per_s_bound=None
+        if reg is None
+        else reg.bandwidth_bytes_per_s
+        / memory.weight_bytes_read_per_step(model, resident_key(format_key, rule), 1, 1),
         compute_speedup=compute_speedup(reg, rule),
     )
 

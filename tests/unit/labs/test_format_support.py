@@ -165,6 +165,18 @@ def test_decode_bounds_name_their_basis(tmp_path):
     assert 1 < result.decode_speedup_bound_whole_model < result.decode_speedup_bound
     table = next(d for k, d in events if k == "table" and "each GPU" in d["title"])
     assert "bits/param resident (projection matrix)" in table["columns"]
+    # Each GPU's tokens/s bound is on the same basis: the bytes a step reads, so the
+    # bound's NVFP4/bf16 ratio on one GPU is the whole-model ratio.
+    b200 = next(r for r in result.per_gpu if r.gpu == "b200")
+    read = memory.weight_bytes_read_per_step(model, "nvfp4", 1, 1)
+    assert b200.decode_tokens_per_s_bound == pytest.approx(
+        GPUS["b200"].bandwidth_bytes_per_s / read
+    )
+    bf16, _ = run_lab({"format": "bf16", "gpu": "b200", "model": "llama-3.1-70b"}, tmp_path)
+    bf16_b200 = next(r for r in bf16.per_gpu if r.gpu == "b200")
+    assert b200.decode_tokens_per_s_bound / bf16_b200.decode_tokens_per_s_bound == pytest.approx(
+        whole
+    )
 
 
 def test_vllm_citations_are_pinned_to_the_release_the_rules_encode():
