@@ -24,34 +24,26 @@ at that batch (None, "does not fit"): it could not run.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field
 
 from labs import memory
-from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.gpus import GPU, GpuId, get_gpu
-from labs.memory import CapacityBasis, gb
-from labs.models import ModelConfig, ModelId, get_model
+from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.gpus import GPU, get_gpu
+from labs.memory import CapacityBasis, ContextTokens, ModelOnGpuParams, TensorParallel, gb
+from labs.models import ModelConfig, get_model
 
 MAX_BATCH = 4096
 PLOT_POINTS = 24
 DOES_NOT_FIT = "does not fit"
 
 
-class Params(LabParams):
-    model: ModelId = Field(default="llama-3.1-70b", description="Model from the registry.")
-    gpu: GpuId = Field(default="h100", description="GPU model (each of the tensor_parallel GPUs).")
-    tensor_parallel: int = Field(
-        default=2,
-        ge=1,
-        le=memory.MAX_TENSOR_PARALLEL,
-        description="GPUs the model is split across.",
-    )
+class Params(ModelOnGpuParams):
+    tensor_parallel: TensorParallel = 2
     batch: int = Field(
         default=8, ge=1, le=MAX_BATCH, description="Sequences decoded together in one step."
     )
-    context_tokens: int = Field(
+    context_tokens: ContextTokens = Field(
         default=4096,
-        ge=1,
         description="Cached tokens per sequence while decoding (its average length).",
     )
     fp8_kv_cache: bool = Field(
@@ -84,18 +76,6 @@ class Params(LabParams):
     capacity_basis: CapacityBasis = Field(
         default="datasheet", description="Budget against the datasheet GB or the nvidia-smi total."
     )
-
-    @field_validator("tensor_parallel")
-    @classmethod
-    def _tp_shards_model(cls, v: int, info: ValidationInfo) -> int:
-        model = info.data.get("model")
-        return memory.check_tensor_parallel(model, v) if model else v
-
-    @field_validator("context_tokens")
-    @classmethod
-    def _context_within_model(cls, v: int, info: ValidationInfo) -> int:
-        model = info.data.get("model")
-        return memory.check_context(model, v) if model else v
 
 
 class Scenario(BaseModel):

@@ -24,10 +24,19 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from labs import memory
-from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.gpus import GPU, GpuId, get_gpu
-from labs.memory import CapacityBasis, KvDtype, WeightFormatKey, gb, gib
-from labs.models import ModelConfig, ModelId, get_model
+from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.gpus import GPU, get_gpu
+from labs.memory import (
+    CapacityBasis,
+    KvDtype,
+    ModelOnGpuParams,
+    RegistryModel,
+    TensorParallel,
+    WeightFormatKey,
+    gb,
+    gib,
+)
+from labs.models import ModelConfig, get_model
 
 # vLLM's default share of device memory for weights + activations + KV cache.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -41,18 +50,14 @@ PLOT_PROMPT_POINTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 BlockSize = Literal[1, 8, 16, 32, 64, 128]
 
 
-class Params(LabParams):
-    model: ModelId = Field(default="llama-3.1-8b", description="Model from the registry.")
-    gpu: GpuId = Field(default="h100", description="GPU model (each of the tensor_parallel GPUs).")
+class Params(ModelOnGpuParams):
+    model: RegistryModel = "llama-3.1-8b"
     weight_format: WeightFormatKey = Field(
         default="bf16", description="How the weights are stored."
     )
     kv_dtype: KvDtype = Field(default="bf16", description="Element type of the KV cache.")
-    tensor_parallel: int = Field(
-        default=1,
-        ge=1,
-        le=memory.MAX_TENSOR_PARALLEL,
-        description="GPUs the model and its KV cache are split across.",
+    tensor_parallel: TensorParallel = Field(
+        default=1, description="GPUs the model and its KV cache are split across."
     )
     block_size: BlockSize = Field(
         default=16, description="Tokens per KV cache block (vLLM default 16)."
@@ -80,12 +85,17 @@ class Params(LabParams):
         description="Prompt length per request, shared prefix included.",
     )
     output_tokens: int = Field(
-        default=500, ge=1, le=MAX_TOKENS, description="Generated tokens per request."
+        default=500,
+        ge=1,
+        le=MAX_TOKENS,
+        validate_default=True,  # checked against the prompt and model even when left out
+        description="Generated tokens per request.",
     )
     shared_prefix_tokens: int = Field(
         default=500,
         ge=0,
         le=MAX_TOKENS,
+        validate_default=True,
         description="Leading prompt tokens every request shares (a system prompt).",
     )
     prefix_caching: bool = Field(
@@ -103,12 +113,6 @@ class Params(LabParams):
         le=3600,
         description="Seconds a request holds its blocks; 0 estimates it from a memory-bound decode roofline.",
     )
-
-    @field_validator("tensor_parallel")
-    @classmethod
-    def _tp_shards_model(cls, v: int, info: ValidationInfo) -> int:
-        model = info.data.get("model")
-        return memory.check_tensor_parallel(model, v) if model else v
 
     @field_validator("output_tokens")
     @classmethod

@@ -7,44 +7,41 @@ against the card's capacity. Accounting rules: ``labs.memory``.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field
 
 from labs import memory
-from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.gpus import GpuId, get_gpu
-from labs.memory import CapacityBasis, KvDtype, WeightFormatKey, gb, gib
-from labs.models import ModelId, TPRule, get_model, param_counts, tensor_groups
+from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.gpus import get_gpu
+from labs.memory import (
+    CapacityBasis,
+    ContextTokens,
+    KvDtype,
+    ModelOnGpuParams,
+    TensorParallel,
+    WeightFormatKey,
+    gb,
+    gib,
+)
+from labs.models import TPRule, get_model, param_counts, tensor_groups
 
 MAX_BATCH = 4096
 
 
-class Params(LabParams):
-    model: ModelId = Field(
-        default="llama-3.1-70b",
-        description="Model from the registry (shapes from its config.json).",
-    )
+class Params(ModelOnGpuParams):
     weight_format: WeightFormatKey = Field(
         default="bf16",
         description="How weights are stored: a dtype (fp32, bf16, fp16) for every tensor, or a "
         "quantization format for the projection matrices (embeddings and norms stay bf16).",
     )
     kv_dtype: KvDtype = Field(default="bf16", description="Element type of the KV cache.")
-    context_tokens: int = Field(
+    context_tokens: ContextTokens = Field(
         default=8192,
-        ge=1,
         description="Tokens cached per sequence (prompt + generated), at most the model's context.",
     )
     batch: int = Field(
         default=1, ge=1, le=MAX_BATCH, description="Sequences held in the KV cache at once."
     )
-    tensor_parallel: int = Field(
-        default=1,
-        ge=1,
-        le=memory.MAX_TENSOR_PARALLEL,
-        description="GPUs the model is split across (Megatron-style); must divide the attention "
-        "heads, and divide or be a multiple of the KV heads.",
-    )
-    gpu: GpuId = Field(default="h100", description="GPU model (each of the tensor_parallel GPUs).")
+    tensor_parallel: TensorParallel = 1
     overhead_gb: float = Field(
         default=memory.DEFAULT_RUNTIME_OVERHEAD_GB,
         ge=0,
@@ -57,18 +54,6 @@ class Params(LabParams):
         description="GPU capacity to budget against: the datasheet figure read as decimal GB, or "
         "the total nvidia-smi reports (MiB).",
     )
-
-    @field_validator("context_tokens")
-    @classmethod
-    def _context_within_model(cls, v: int, info: ValidationInfo) -> int:
-        model = info.data.get("model")
-        return memory.check_context(model, v) if model else v
-
-    @field_validator("tensor_parallel")
-    @classmethod
-    def _tp_shards_model(cls, v: int, info: ValidationInfo) -> int:
-        model = info.data.get("model")
-        return memory.check_tensor_parallel(model, v) if model else v
 
 
 class TensorBytes(BaseModel):

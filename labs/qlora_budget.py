@@ -30,13 +30,23 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from labs import memory
-from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.gpus import GPU, GpuId, get_gpu
-from labs.memory import BITS_PER_BYTE, NF4_BLOCK, CapacityBasis, gb, gib
-from labs.models import ModelConfig, ModelId, get_model, linear_shapes, tensor_groups
+from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.gpus import GPU, get_gpu
+from labs.memory import (
+    BITS_PER_BYTE,
+    NF4_BLOCK,
+    CapacityBasis,
+    ContextTokens,
+    ModelOnGpuParams,
+    RegistryGpu,
+    RegistryModel,
+    gb,
+    gib,
+)
+from labs.models import ModelConfig, get_model, linear_shapes, tensor_groups
 
 NF4_BITS = 4
 DQ_ABSMAX_BYTES = 1  # double quantization: absmax stored as 8-bit codes
@@ -66,9 +76,11 @@ _KIND = {
 Optimizer = Literal["adamw", "adamw_8bit", "paged_adamw_32bit", "paged_adamw_8bit"]
 
 
-class Params(LabParams):
-    model: ModelId = Field(default="llama-3.1-8b", description="Base model from the registry.")
-    gpu: GpuId = Field(default="t4", description="The one GPU to train on.")
+class Params(ModelOnGpuParams):
+    model: RegistryModel = Field(
+        default="llama-3.1-8b", description="Base model from the registry."
+    )
+    gpu: RegistryGpu = Field(default="t4", description="The one GPU to train on.")
     rank: int = Field(
         default=16, ge=1, le=MAX_RANK, description="LoRA rank r (A is r × in, B is out × r)."
     )
@@ -104,7 +116,7 @@ class Params(LabParams):
         default=True,
         description="PEFT prepare_model_for_kbit_training: cast non-4-bit weights to fp32.",
     )
-    seq_len: int = Field(default=2048, ge=1, description="Tokens per training sequence.")
+    seq_len: ContextTokens = Field(default=2048, description="Tokens per training sequence.")
     micro_batch: int = Field(
         default=1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per forward/backward pass."
     )
@@ -127,12 +139,6 @@ class Params(LabParams):
         if len(set(v)) != len(v):
             raise ValueError("target_modules lists a module twice")
         return v
-
-    @field_validator("seq_len")
-    @classmethod
-    def _seq_within_model(cls, v: int, info: ValidationInfo) -> int:
-        model = info.data.get("model")
-        return memory.check_context(model, v) if model else v
 
 
 class Component(BaseModel):
