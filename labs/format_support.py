@@ -139,6 +139,9 @@ class Rule:
     compute: str  # what the matmul runs in: a dense_tflops key, or "fp32" for CUDA cores
     sources: tuple[Source, ...]
     upcast_to: str | None = None  # memory.WEIGHT_FORMATS key of what is resident
+    # memory.WEIGHT_FORMATS key of a compact repacking at load (same element type,
+    # fewer side tensors): Marlin drops a symmetric GPTQ file's qzeros and g_idx.
+    repacked_to: str | None = None
     note: str = ""
 
 
@@ -158,7 +161,7 @@ FORMATS: dict[str, FormatSpec] = {
             "int8",
         ),
         FormatSpec("awq", "int4 AWQ (W4A16, group 128, zero points)", "awq", None),
-        FormatSpec("gptq", "int4 GPTQ (W4A16, group 128)", "int4", None),
+        FormatSpec("gptq", "int4 GPTQ (W4A16, group 128, symmetric)", "gptq", None),
         FormatSpec("mxfp4", "MXFP4 (OCP MX: E2M1, E8M0 scale per 32)", "mxfp4", "mxfp4"),
         FormatSpec("nvfp4", "NVFP4 (E2M1, E4M3 scale per 16, fp32 tensor scale)", "nvfp4", "nvfp4"),
         FormatSpec("q4_0", "GGUF Q4_0 (4-bit, fp16 scale per 32)", "q4_0", None),
@@ -289,9 +292,11 @@ RULES: dict[str, tuple[Rule, ...]] = {
         Rule(
             SM_AMPERE,
             "emulated",
-            "GPTQ Marlin (Machete on sm_90): int4 widened to bf16 in registers",
+            "GPTQ Marlin (Machete on sm_90): int4 widened to bf16 in registers; the "
+            "repacked weights keep the fp16 scales and drop the file's qzeros and g_idx",
             "bf16",
             (MARLIN, VLLM_HW),
+            repacked_to="int4",
         ),
         Rule(
             0,
@@ -390,22 +395,27 @@ def decide(format_key: str, sm: int) -> Rule:
     raise AssertionError(f"{format_key} has no catch-all rule")  # every table ends at 0
 
 
+def _matrix_bits_per_param(memory_key: str) -> float:
+    """Bits per parameter of the reference projection matrix, side tensors included."""
+    rows, cols = REFERENCE_MATRIX
+    fmt = memory.WEIGHT_FORMATS[memory_key]
+    return fmt.matrix_bytes(rows, cols) * BITS_PER_BYTE / (rows * cols)
+
+
 def file_bits_per_param(format_key: str) -> float:
     """Stored bits per parameter of a projection matrix, scales included."""
-    rows, cols = REFERENCE_MATRIX
-    fmt = memory.WEIGHT_FORMATS[FORMATS[format_key].memory_key]
-    return fmt.matrix_bytes(rows, cols) * BITS_PER_BYTE / (rows * cols)
+    return _matrix_bits_per_param(FORMATS[format_key].memory_key)
 
 
 def resident_key(format_key: str, rule: Rule) -> str:
     """The memory.WEIGHT_FORMATS key of what the GPU holds after loading."""
-    return rule.upcast_to or FORMATS[format_key].memory_key
+    return rule.upcast_to or rule.repacked_to or FORMATS[format_key].memory_key
 
 
 def resident_bits_per_param(format_key: str, rule: Rule) -> float:
     if rule.upcast_to:
         return float(memory.WEIGHT_FORMATS[rule.upcast_to].element_bits)
-    return file_bits_per_param(format_key)
+    return _matrix_bits_per_param(resident_key(format_key, rule))
 
 
 def compute_speedup(gpu: GPU | None, rule: Rule) -> float | None:
@@ -709,6 +719,11 @@ def run(params: Params, ctx: Context) -> Result:
         )
     elif rule.upcast_to:
         verdict += f" Resident as {rule.upcast_to}: the same bytes, a different range."
+    elif rule.repacked_to:
+        verdict += (
+            f" Repacked at load to {memory.gb(resident_bytes):.2f} GB from the file's "
+            f"{memory.gb(file_bytes):.2f} GB."
+        )
     if rule.note:
         notes.append(rule.note)
     memory_text = (

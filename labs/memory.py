@@ -70,7 +70,8 @@ class WeightFormat:
 
     ``block_size`` values along the input dim share one ``scale_bits`` scale (and,
     for asymmetric formats such as AWQ, one ``zero_point_bits`` zero point);
-    ``block_size=None`` means one scale per output row (per channel).
+    ``block_size=None`` means one scale per output row (per channel);
+    ``column_bits`` are stored once per input column (GPTQ's ``g_idx``).
     """
 
     key: str
@@ -80,22 +81,26 @@ class WeightFormat:
     scale_bits: int = 0
     tensor_scale_bits: int = 0
     zero_point_bits: int = 0
+    column_bits: int = 0
     layout: str = ""
 
     def matrix_bytes(self, rows: int, cols: int) -> int:
         """Bytes of one ``[rows, cols]`` matrix: codes + block scales and zero points +
-        tensor scale."""
+        per-column indices + tensor scale."""
         codes_bits = rows * cols * self.element_bits
         if not self.quantized:
             return math.ceil(codes_bits / BITS_PER_BYTE)
         blocks_per_row = 1 if self.block_size is None else math.ceil(cols / self.block_size)
         scale_bits = rows * blocks_per_row * (self.scale_bits + self.zero_point_bits)
-        return math.ceil((codes_bits + scale_bits + self.tensor_scale_bits) / BITS_PER_BYTE)
+        column_bits = cols * self.column_bits
+        return math.ceil(
+            (codes_bits + scale_bits + column_bits + self.tensor_scale_bits) / BITS_PER_BYTE
+        )
 
     @property
     def bits_per_value(self) -> float:
-        """Stored bits per element including block scales and zero points (not per-row
-        or per-tensor ones)."""
+        """Stored bits per element including block scales and zero points (not per-row,
+        per-column or per-tensor ones)."""
         if not self.quantized or self.block_size is None:
             return float(self.element_bits)
         return self.element_bits + (self.scale_bits + self.zero_point_bits) / self.block_size
@@ -109,6 +114,7 @@ MX_BLOCK = 32
 NF4_BLOCK = 64  # bitsandbytes blocksize for 4-bit
 GGUF_BLOCK = 32  # QK4_0 = QK8_0 = 32 in ggml-common.h
 INT4_GROUP = 128  # the usual GPTQ/AWQ group size
+GPTQ_G_IDX_BITS = 32  # g_idx: the group of each input column, int32
 
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.key: f
@@ -136,7 +142,8 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
             quantized=True,
             block_size=INT4_GROUP,
             scale_bits=HALF_BITS,
-            layout="symmetric int4, one fp16 scale per 128 values (GPTQ-style)",
+            layout="symmetric int4, one fp16 scale per 128 values (what vLLM's Marlin kernel keeps "
+            "of a symmetric GPTQ checkpoint)",
         ),
         WeightFormat(
             "awq",
@@ -147,6 +154,18 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
             zero_point_bits=INT4_BITS,
             layout="asymmetric int4 (AutoAWQ GEMM): one fp16 scale and one 4-bit zero point "
             "(qzeros, eight per int32) per 128 values",
+        ),
+        WeightFormat(
+            "gptq",
+            INT4_BITS,
+            quantized=True,
+            block_size=INT4_GROUP,
+            scale_bits=HALF_BITS,
+            zero_point_bits=INT4_BITS,
+            column_bits=GPTQ_G_IDX_BITS,
+            layout="GPTQ checkpoint (AutoGPTQ/GPTQModel): int4 codes eight per int32 "
+            "(qweight), one fp16 scale and one 4-bit zero point (qzeros, stored even when "
+            "symmetric) per 128 values, one int32 group index per input column (g_idx)",
         ),
         WeightFormat(
             "nvfp4",

@@ -38,6 +38,11 @@ def test_int4_bits_match_labs_quant_with_fp16_scales():
     awq = bits_per_value("int4", granularity=128, scale_dtype="fp16", zero_point=True)
     assert memory.WEIGHT_FORMATS["awq"].bits_per_value == awq
     assert memory.WEIGHT_FORMATS["awq"].matrix_bytes(1, 128) == 64 + 2 + 1  # codes, scale, zp
+    # A GPTQ file: AWQ's per-group fields plus g_idx, one int32 per input column.
+    gptq = memory.WEIGHT_FORMATS["gptq"]
+    assert gptq.bits_per_value == awq
+    assert gptq.matrix_bytes(1, 128) == 64 + 2 + 1 + 128 * 4
+    assert gptq.matrix_bytes(8, 256) == 8 * 128 + 16 * 2 + 16 // 2 + 256 * 4
 
 
 def test_gguf_block_bytes_match_the_ggml_layout():
