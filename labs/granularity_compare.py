@@ -19,12 +19,10 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.error_split import ErrorSplit
 
 if TYPE_CHECKING:
     import torch
-
-    from labs.quant import QuantizedTensor
-    from labs.quant.metrics import ErrorSplit as LibraryErrorSplit
 
 # The labs.quant formats that take a ``granularity`` option (a test checks them).
 GranularFormatKey = Literal["int8", "int4", "fp8_e4m3", "fp8_e5m2"]
@@ -101,18 +99,6 @@ class Params(LabParams):
         return shape
 
 
-class ErrorSplit(BaseModel):
-    """Quantization error of one tensor; MSE in the tensor's units squared."""
-
-    mse: float
-    rmse: float
-    max_abs_error: float
-    sqnr_db: float | None = Field(description="10·log10(Σx² / Σerror²); None when the error is 0")
-    rounding_mse: float = Field(description="Share of the MSE from values inside their range")
-    clipping_mse: float = Field(description="Share of the MSE from values beyond their range")
-    clipped: int = Field(description="Values beyond their scale group's representable range")
-
-
 class GranularityRow(BaseModel):
     granularity: str
     n_scales: int
@@ -174,46 +160,6 @@ def make_tensor(
     return x
 
 
-def clipped_mask(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-    """True where ``x`` lies beyond [lo, hi] by more than labs.quant.metrics'
-    CLIP_RELATIVE_TOLERANCE of the range's largest magnitude (all three the same shape)."""
-    from labs.quant.metrics import clipped_beyond
-
-    return clipped_beyond(x, lo, hi)
-
-
-def _error_split(split: LibraryErrorSplit) -> ErrorSplit:
-    """This lab's ErrorSplit from labs.quant.metrics' (SQNR None instead of ±inf)."""
-    return ErrorSplit(
-        mse=split.mse,
-        rmse=split.rmse,
-        max_abs_error=split.max_abs_error,
-        sqnr_db=split.sqnr_db if math.isfinite(split.sqnr_db) else None,
-        rounding_mse=split.rounding_mse,
-        clipping_mse=split.clipping_mse,
-        clipped=split.clipped_count,
-    )
-
-
-def split_error(
-    x: torch.Tensor, deq: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
-) -> ErrorSplit:
-    """Error of ``deq`` against ``x`` with, for each element, the range [lo, hi] its scale
-    group can represent (all four the same shape). Errors of elements beyond their range
-    (``clipped_mask``) are clipping error, the rest rounding (labs.quant.metrics)."""
-    from labs.quant.metrics import error_split
-
-    return _error_split(error_split(x, deq, clipped_mask(x, lo, hi)))
-
-
-def element_bounds(q: QuantizedTensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per element of ``q``: the smallest and largest value its scale group can represent,
-    shaped like the quantized input (labs.quant.metrics.element_bounds)."""
-    from labs.quant.metrics import element_bounds as bounds
-
-    return bounds(q)
-
-
 def _abs_error_histograms(
     errors: dict[str, torch.Tensor], seed: int
 ) -> tuple[list[float], dict[str, list[float]], dict[str, int]]:
@@ -252,8 +198,7 @@ def _score(row: GranularityRow, value: float | None) -> float:
 def run(params: Params, ctx: Context) -> Result:
     from labs import plots
     from labs.quant import quantize
-    from labs.quant.metrics import clipped_mask as library_clipped_mask
-    from labs.quant.metrics import error_split
+    from labs.quant.metrics import clipped_mask, error_split
 
     rows, cols = params.shape
     ctx.progress(0.02, "making the tensor")
@@ -283,7 +228,7 @@ def run(params: Params, ctx: Context) -> Result:
         ctx.progress(0.05 + 0.8 * i / len(GRANULARITIES), f"{params.format}, {label} scales")
         q = quantize(x, params.format, granularity=g)
         deq = q.dequantize()
-        split = _error_split(error_split(x, deq, library_clipped_mask(x, q)))
+        split = ErrorSplit.from_metrics(error_split(x, deq, clipped_mask(x, q)))
         errors[label] = (deq - x).reshape(-1).cpu()
         bits = BITS_PER_BYTE * q.nbytes / numel
         per_bit = split.sqnr_db / bits if split.sqnr_db is not None else None

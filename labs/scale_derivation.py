@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, Field, FiniteFloat, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.granularity_compare import ErrorSplit, clipped_mask, split_error
+from labs.error_split import ErrorSplit
 
 if TYPE_CHECKING:
     import torch
@@ -367,8 +367,8 @@ def run(params: Params, ctx: Context) -> Result:
     import torch
 
     from labs import plots
-    from labs.granularity_compare import element_bounds
     from labs.quant import F8_E4M3_MAX, FORMAT_LIMITS, quantize
+    from labs.quant.metrics import clipped_beyond, element_bounds, error_split
 
     fmt = params.format
     x = torch.tensor(params.values, dtype=torch.float32)
@@ -423,8 +423,8 @@ def run(params: Params, ctx: Context) -> Result:
 
     y = x / torch.where(scale_e == 0, torch.ones_like(scale_e), scale_e)
     error = deq - x
-    split = split_error(x, deq, lo, hi)
-    clipped = clipped_mask(x, lo, hi)
+    clipped = clipped_beyond(x, lo, hi)
+    split = ErrorSplit.from_metrics(error_split(x, deq, clipped))
     shown = min(n, SHOWN_ELEMENTS)
     steps = [
         ElementStep(

@@ -5,24 +5,20 @@ from __future__ import annotations
 import pytest
 
 from labs import block_quantize as lab
-from labs.base import EventContext
-
-
-def run_lab(params: dict) -> lab.BlockQuantizeResult:
-    ctx = EventContext(lambda kind, data: None)
-    return lab.LAB.run(lab.BlockQuantizeParams.model_validate(params), ctx)
+from tests.unit.labs.helpers import run_lab
 
 
 @pytest.mark.parametrize("fmt", ["int4", "int8", "fp8_e4m3", "fp8_e5m2", "nf4"])
 def test_absmax_formats_report_no_clipping_on_normal_data(fmt: str) -> None:
     # Before the metric had a tolerance, int4 (block 128) flagged values clipped by one
     # float32 ulp of the scale.
-    m = run_lab({"format": fmt, "distribution": "normal"}).metrics
+    m = run_lab(lab, {"format": fmt, "distribution": "normal"})[0].metrics
     assert m.clipped == 0 and m.clipping_mse == 0 and m.clipped_fraction == 0
 
 
 def test_a_floor_scale_still_clips() -> None:
     # One MXFP4 block with amax 7.5: the OCP floor scale is 1 and 7.5 is clipped to 6.
     values = [7.5] + [0.5] * 31
-    m = run_lab({"format": "mxfp4", "distribution": "custom", "values": values}).metrics
+    result, _ = run_lab(lab, {"format": "mxfp4", "distribution": "custom", "values": values})
+    m = result.metrics
     assert m.clipped == 1 and m.clipping_mse == pytest.approx(1.5**2 / 32)

@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from pydantic import ValidationError
 
 from labs import dot_product_scales as lab
-from labs.base import EventContext, NeedsGPU
+from labs.base import NeedsGPU
+from tests.unit.labs.helpers import run_lab
 
 # Scales applied correctly reproduce the float64 product of the dequantized operands up
 # to the float32 output rounding.
 EXACT = 1e-5
 
 
-def run_lab(params=None):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(lambda kind, data: events.append((kind, data)))
-    result = lab.LAB.run(lab.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
-
-
 @pytest.fixture(scope="module")
 def default_run():
-    return run_lab()
+    return run_lab(lab)
 
 
 def test_declaration_and_params_schema():
@@ -56,7 +46,7 @@ def test_b_matches_a_float64_reference_computed_here():
     from labs.quant import quantize
 
     params = lab.Params(m=8, k=96, n=8, format="int4", granularity=32)
-    result, _ = run_lab(params.model_dump())
+    result, _ = run_lab(lab, params.model_dump())
     a, w = lab._operands(params)
     qa, qw = quantize(a, "int4", granularity=32), quantize(w, "int4", granularity=32)
     deq = qa.dequantize().double() @ qw.dequantize().double().T
@@ -69,14 +59,14 @@ def test_b_matches_a_float64_reference_computed_here():
 
 @pytest.mark.parametrize("granularity", ["tensor", "channel"])
 def test_scales_constant_along_k_make_all_placements_equal(granularity):
-    result, _ = run_lab({"granularity": granularity, "m": 16, "k": 256, "n": 16})
+    result, _ = run_lab(lab, {"granularity": granularity, "m": 16, "k": 256, "n": 16})
     assert result.rel_error_a == result.rel_error_b == result.rel_error_c
     assert all(p.rel_error_vs_dequantized < EXACT for p in result.placements)
 
 
 @pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4", "fp8_e4m3"])
 def test_float_formats(fmt):
-    result, _ = run_lab({"format": fmt, "m": 16, "k": 200, "n": 16, "outliers": False})
+    result, _ = run_lab(lab, {"format": fmt, "m": 16, "k": 200, "n": 16, "outliers": False})
     *_, b, c = result.placements
     assert b.rel_error_vs_dequantized < EXACT and c.rel_error_vs_dequantized > 0.05
     assert result.int16_overflow_k is None and result.asymmetric is None
@@ -92,7 +82,7 @@ def test_accumulator_width(default_run):
     assert acc.accumulation_span == 32
     assert acc.observed_max_abs_block_sum <= 32 * acc.max_product
     assert acc.observed_max_abs_sum > 2**15 - 1 and acc.outputs_beyond_int16 > 0
-    int4 = run_lab({"format": "int4", "m": 4, "k": 64, "n": 4})[0]
+    int4 = run_lab(lab, {"format": "int4", "m": 4, "k": 64, "n": 4})[0]
     assert int4.int16_overflow_k == 32767 // 49 + 1 == 669
 
 

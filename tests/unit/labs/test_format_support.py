@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from typing import get_args
@@ -11,17 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from labs import format_support as fs
-from labs.base import EventContext, NeedsGPU
+from labs.base import NeedsGPU
 from labs.gpus import GPUS
-
-
-def run_lab(params=None, tmp_path="/tmp"):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(lambda kind, data: events.append((kind, data)), tmpdir=str(tmp_path))
-    result = fs.LAB.run(fs.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
+from tests.unit.labs.helpers import run_lab
 
 
 def test_importing_these_labs_imports_no_numeric_stack():
@@ -44,7 +35,7 @@ def test_declaration_and_params_schema():
 
 
 def test_empty_params_stream_every_event_kind(tmp_path):
-    result, events = run_lab({}, tmp_path)
+    result, events = run_lab(fs, {}, tmpdir=tmp_path)
     kinds = {kind for kind, _ in events}
     assert {"progress", "table", "metric", "plot", "log"} <= kinds
     assert events[-1] == ("progress", {"fraction": 1.0, "message": "done"})
@@ -88,14 +79,14 @@ def test_golden_decisions(fmt, gpu, path):
     [("nvfp4", "b200", "native"), ("nvfp4", "h100", "emulated"), ("fp8", "a100-80gb", "emulated")],
 )
 def test_the_lab_reports_the_decision(fmt, gpu, path, tmp_path):
-    result, _ = run_lab({"format": fmt, "gpu": gpu}, tmp_path)
+    result, _ = run_lab(fs, {"format": fmt, "gpu": gpu}, tmpdir=tmp_path)
     assert result.path == path and result.native == (path == "native")
     assert next(r for r in result.per_gpu if r.gpu == gpu).path == path
     assert result.verdict.startswith(fs.FORMATS[fmt].title) and path in result.verdict
 
 
 def test_bf16_on_v100_is_upcast_to_fp16_or_fp32(tmp_path):
-    result, _ = run_lab({"format": "bf16", "gpu": "v100"}, tmp_path)
+    result, _ = run_lab(fs, {"format": "bf16", "gpu": "v100"}, tmpdir=tmp_path)
     assert result.upcast_to in ("fp16", "fp32")
     assert "65504" in " ".join(result.notes)  # the range risk of fp16 is named
 
@@ -120,7 +111,7 @@ def test_every_format_answers_for_every_capability_and_cites_sources():
 
 
 def test_the_same_file_takes_different_paths_on_two_gpus(tmp_path):
-    result, events = run_lab({"format": "nvfp4", "gpu": "h100"}, tmp_path)
+    result, events = run_lab(fs, {"format": "nvfp4", "gpu": "h100"}, tmpdir=tmp_path)
     paths = {r.gpu: r.path for r in result.per_gpu}
     assert paths["b200"] == "native" and paths["h100"] == "emulated"
     assert set(paths) == set(GPUS)
@@ -130,22 +121,31 @@ def test_the_same_file_takes_different_paths_on_two_gpus(tmp_path):
 
 
 def test_memory_is_storage_bits_and_upcast_loses_the_saving(tmp_path):
-    on_b200, _ = run_lab({"format": "nvfp4", "gpu": "b200"}, tmp_path)
+    on_b200, _ = run_lab(fs, {"format": "nvfp4", "gpu": "b200"}, tmpdir=tmp_path)
     # E2M1 codes + one E4M3 scale per 16 values (+ an fp32 scale per tensor).
     assert on_b200.file_bits_per_param == pytest.approx(4.5, abs=1e-3)
     assert on_b200.decode_bytes_ratio == pytest.approx(4.5 / 16, abs=1e-3)
     assert on_b200.weights_resident_gb == on_b200.weights_file_gb
-    on_v100, _ = run_lab({"format": "nvfp4", "gpu": "v100"}, tmp_path)
+    on_v100, _ = run_lab(fs, {"format": "nvfp4", "gpu": "v100"}, tmpdir=tmp_path)
     assert on_v100.resident_bits_per_param == 16
     assert on_v100.weights_resident_gb > 2.5 * on_v100.weights_file_gb  # embeddings stay bf16
-    # AWQ stores an fp16 scale and a 4-bit zero point per group of 128; GPTQ-style int4 is
-    # counted with the scale alone.
-    awq, _ = run_lab({"format": "awq", "gpu": "a100-80gb"}, tmp_path)
+    # AWQ stores an fp16 scale and a 4-bit zero point per group of 128.
+    awq, _ = run_lab(fs, {"format": "awq", "gpu": "a100-80gb"}, tmpdir=tmp_path)
     assert awq.file_bits_per_param == pytest.approx(4 + 16 / 128 + 4 / 128, abs=1e-6)
     assert awq.decode_speedup_bound == pytest.approx(16 / 4.15625, abs=1e-6)
-    gptq, _ = run_lab({"format": "gptq", "gpu": "a100-80gb"}, tmp_path)
-    assert gptq.file_bits_per_param == pytest.approx(4 + 16 / 128, abs=1e-6)
-    assert awq.weights_file_gb > gptq.weights_file_gb
+    # A GPTQ file stores the zero points too (qzeros, even when symmetric) and an int32
+    # g_idx per input column; Marlin (sm_80+) repacks it to codes and fp16 scales alone,
+    # the exllama path (older GPUs) keeps everything.
+    gptq, _ = run_lab(fs, {"format": "gptq", "gpu": "a100-80gb"}, tmpdir=tmp_path)
+    rows, cols = fs.REFERENCE_MATRIX
+    assert gptq.file_bits_per_param == pytest.approx(4 + 20 / 128 + 32 / rows, abs=1e-9)
+    assert gptq.resident_bits_per_param == pytest.approx(4 + 16 / 128, abs=1e-9)
+    assert gptq.weights_resident_gb < gptq.weights_file_gb
+    assert gptq.decode_speedup_bound == pytest.approx(16 / 4.125, abs=1e-6)
+    assert "Repacked at load" in gptq.verdict
+    on_t4, _ = run_lab(fs, {"format": "gptq", "gpu": "t4"}, tmpdir=tmp_path)
+    assert on_t4.resident_bits_per_param == on_t4.file_bits_per_param
+    assert on_t4.weights_resident_gb == on_t4.weights_file_gb
 
 
 def test_decode_bounds_name_their_basis(tmp_path):
@@ -155,7 +155,9 @@ def test_decode_bounds_name_their_basis(tmp_path):
     fields = fs.Result.model_fields
     assert "projection matrix" in (fields["decode_speedup_bound"].description or "")
     assert "Whole model" in (fields["decode_speedup_bound_whole_model"].description or "")
-    result, events = run_lab({"format": "nvfp4", "gpu": "b200", "model": "llama-3.1-70b"}, tmp_path)
+    result, events = run_lab(
+        fs, {"format": "nvfp4", "gpu": "b200", "model": "llama-3.1-70b"}, tmpdir=tmp_path
+    )
     model = get_model("llama-3.1-70b")
     whole = memory.weight_bytes_read_per_step(
         model, "bf16", 1, 1
@@ -172,7 +174,9 @@ def test_decode_bounds_name_their_basis(tmp_path):
     assert b200.decode_tokens_per_s_bound == pytest.approx(
         GPUS["b200"].bandwidth_bytes_per_s / read
     )
-    bf16, _ = run_lab({"format": "bf16", "gpu": "b200", "model": "llama-3.1-70b"}, tmp_path)
+    bf16, _ = run_lab(
+        fs, {"format": "bf16", "gpu": "b200", "model": "llama-3.1-70b"}, tmpdir=tmp_path
+    )
     bf16_b200 = next(r for r in bf16.per_gpu if r.gpu == "b200")
     assert b200.decode_tokens_per_s_bound / bf16_b200.decode_tokens_per_s_bound == pytest.approx(
         whole
@@ -193,9 +197,9 @@ def test_vllm_citations_are_pinned_to_the_release_the_rules_encode():
 
 
 def test_compute_speedup_only_on_native_low_precision(tmp_path):
-    native, _ = run_lab({"format": "fp8", "gpu": "h100"}, tmp_path)
+    native, _ = run_lab(fs, {"format": "fp8", "gpu": "h100"}, tmpdir=tmp_path)
     assert native.compute_speedup == pytest.approx(2.0)
-    emulated, _ = run_lab({"format": "fp8", "gpu": "a100-80gb"}, tmp_path)
+    emulated, _ = run_lab(fs, {"format": "fp8", "gpu": "a100-80gb"}, tmpdir=tmp_path)
     assert emulated.compute_speedup == pytest.approx(1.0)
     assert "gain nothing" in emulated.speed
 
@@ -224,7 +228,7 @@ def test_parse_nvidia_smi_rejects_garbage():
 
 def test_auto_without_a_driver_falls_back_and_says_so(monkeypatch, tmp_path):
     monkeypatch.setattr(fs.shutil, "which", lambda name: None)
-    result, _ = run_lab({"gpu": "auto"}, tmp_path)
+    result, _ = run_lab(fs, {"gpu": "auto"}, tmpdir=tmp_path)
     assert result.gpu == fs.AUTO_FALLBACK_GPU
     assert any("no NVIDIA driver" in n for n in result.notes)
 
@@ -238,7 +242,7 @@ def test_auto_reads_an_unknown_gpu_by_its_compute_capability(monkeypatch, tmp_pa
 
     monkeypatch.setattr(fs.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
     monkeypatch.setattr(fs.subprocess, "run", fake_run)
-    result, _ = run_lab({"gpu": "auto", "format": "nvfp4"}, tmp_path)
+    result, _ = run_lab(fs, {"gpu": "auto", "format": "nvfp4"}, tmpdir=tmp_path)
     assert calls == [
         ["nvidia-smi", "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
     ]
@@ -262,7 +266,7 @@ def test_auto_reads_this_workers_gpu(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     major, minor = torch.cuda.get_device_capability()
-    result, _ = run_lab({"gpu": "auto", "format": "fp8"}, tmp_path)
+    result, _ = run_lab(fs, {"gpu": "auto", "format": "fp8"}, tmpdir=tmp_path)
     assert result.detected and "," in result.detected  # the raw nvidia-smi line
     assert result.compute_capability == f"{major}.{minor}"
     assert result.native == (major * 10 + minor >= fs.SM_ADA)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from typing import get_args
@@ -11,21 +10,14 @@ import pytest
 from pydantic import ValidationError
 
 from labs import granularity_compare as lab
-from labs.base import EventContext, NeedsGPU
-
-
-def run_lab(params=None):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(lambda kind, data: events.append((kind, data)))
-    result = lab.LAB.run(lab.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)  # every event is strict JSON
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
+from labs.base import NeedsGPU
+from labs.error_split import ErrorSplit
+from tests.unit.labs.helpers import run_lab
 
 
 @pytest.fixture(scope="module")
 def default_run():
-    return run_lab()
+    return run_lab(lab)
 
 
 def test_declaration_and_params_schema():
@@ -96,7 +88,7 @@ def test_matches_labs_quant_metrics():
     from labs.quant import quantize
     from labs.quant.metrics import error_report
 
-    result, _ = run_lab({"format": "fp8_e4m3", "shape": [16, 256], "distribution": "laplace"})
+    result, _ = run_lab(lab, {"format": "fp8_e4m3", "shape": [16, 256], "distribution": "laplace"})
     x = lab.make_tensor(16, 256, "laplace", 0)
     for r, g in zip(result.rows, lab.GRANULARITIES, strict=True):
         report = error_report(x, quantize(x, "fp8_e4m3", granularity=g))
@@ -109,23 +101,29 @@ def test_matches_labs_quant_metrics():
     assert torch.equal(x, lab.make_tensor(16, 256, "laplace", 0))  # seeded
 
 
-def test_split_error_counts_real_clipping_and_ignores_ulp_noise():
+def test_error_split_counts_real_clipping_and_ignores_ulp_noise():
     import torch
+
+    from labs.quant.metrics import clipped_beyond, error_split
+
+    def split_error(x, deq, lo, hi):
+        # How the labs split error against a range of their own (scale-derivation).
+        return ErrorSplit.from_metrics(error_split(x, deq, clipped_beyond(x, lo, hi)))
 
     x = torch.tensor([1.0, 2.0, 3.0, 4.0])
     deq = torch.tensor([1.0, 2.0, 3.0, 3.0])  # 4 clipped to 3
     lo, hi = torch.full((4,), -3.0), torch.full((4,), 3.0)
-    split = lab.split_error(x, deq, lo, hi)
+    split = split_error(x, deq, lo, hi)
     assert split.clipped == 1 and split.clipping_mse == pytest.approx(1 / 4)
     assert split.rounding_mse == 0
     # A bound a float32 ulp below the value is scale rounding, not clipping.
     hi_ulp = torch.full((4,), torch.nextafter(torch.tensor(4.0), torch.tensor(0.0)).item())
-    assert lab.split_error(x, x, -hi_ulp, hi_ulp).clipped == 0
+    assert split_error(x, x, -hi_ulp, hi_ulp).clipped == 0
 
 
 def test_normal_int4_blocks_clip_nothing():
     # int4 block 16 used to flag hundreds of values clipped by a float32 ulp.
-    result, events = run_lab({"distribution": "normal"})
+    result, events = run_lab(lab, {"distribution": "normal"})
     assert all(r.error.clipped == 0 and r.error.clipping_mse == 0 for r in result.rows)
     logs = [d["text"] for kind, d in events if kind == "log"]
     assert any(text.startswith("No value was clipped") for text in logs)
@@ -133,7 +131,7 @@ def test_normal_int4_blocks_clip_nothing():
 
 def test_the_log_counts_a_single_outlier():
     # 0.0001 of 64 values rounds to one outlier, which a percentage alone shows as 0.00 %.
-    _, events = run_lab({"shape": [4, 16], "outlier_fraction": 0.0001})
+    _, events = run_lab(lab, {"shape": [4, 16], "outlier_fraction": 0.0001})
     first = next(d["text"] for kind, d in events if kind == "log")
     assert "(1 outlier, 1.56% of values, ×50)" in first
     x = lab.make_tensor(4, 16, "outliers", 0, outlier_fraction=0.0001)

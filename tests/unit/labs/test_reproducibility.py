@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
@@ -10,20 +9,10 @@ import torch
 from pydantic import ValidationError
 
 from labs import reproducibility as rp
-from labs.base import EventContext, NeedsGPU
+from labs.base import NeedsGPU
+from tests.unit.labs.helpers import run_lab
 
 SMALL = {"batch": 64, "hidden": 64, "in_features": 32}
-
-
-def run_lab(tmp_path, params=None, device="cpu"):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(
-        lambda kind, data: events.append((kind, data)), device=device, tmpdir=str(tmp_path)
-    )
-    result = rp.LAB.run(rp.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
 
 
 def test_declaration_and_params():
@@ -47,7 +36,7 @@ def test_bad_params_are_rejected():
 
 def test_empty_params_two_runs_equal_and_int8_agrees(tmp_path):
     was = torch.are_deterministic_algorithms_enabled()
-    result, events = run_lab(tmp_path)
+    result, events = run_lab(rp, tmpdir=tmp_path)
     assert torch.are_deterministic_algorithms_enabled() == was  # restored after the run
     assert result.runs_bitwise_equal and result.runs_max_abs_diff == 0.0
     assert result.environment.torch == torch.__version__
@@ -67,9 +56,9 @@ def test_empty_params_two_runs_equal_and_int8_agrees(tmp_path):
 
 
 def test_fingerprint_depends_on_the_seed_only(tmp_path):
-    a, _ = run_lab(tmp_path, {**SMALL, "low_precision": "fp8"})
-    b, _ = run_lab(tmp_path, {**SMALL, "low_precision": "fp8", "deterministic": False})
-    c, _ = run_lab(tmp_path, {**SMALL, "low_precision": "fp8", "seed": 1})
+    a, _ = run_lab(rp, {**SMALL, "low_precision": "fp8"}, tmpdir=tmp_path)
+    b, _ = run_lab(rp, {**SMALL, "low_precision": "fp8", "deterministic": False}, tmpdir=tmp_path)
+    c, _ = run_lab(rp, {**SMALL, "low_precision": "fp8", "seed": 1}, tmpdir=tmp_path)
     assert a.fingerprint == b.fingerprint != c.fingerprint
     assert len(a.fingerprint) == rp.FINGERPRINT_HEX_CHARS
     assert a.int8_top1_agreement is None and a.fp8_top1_agreement is not None
@@ -77,7 +66,7 @@ def test_fingerprint_depends_on_the_seed_only(tmp_path):
 
 def test_int8_falls_back_to_the_inline_quantizer_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "labs.quant", None)  # makes `import labs.quant` fail
-    result, events = run_lab(tmp_path, {**SMALL, "low_precision": "int8"})
+    result, events = run_lab(rp, {**SMALL, "low_precision": "int8"}, tmpdir=tmp_path)
     assert result.comparisons[0].quantizer == "inline"
     assert any("labs.quant is not importable" in d["text"] for k, d in events if k == "log")
 
@@ -110,7 +99,9 @@ def test_out_of_range_fp8_depends_on_the_path_as_the_docstring_says():
 
 
 def test_the_test_case_is_reported(tmp_path):
-    result, events = run_lab(tmp_path, {**SMALL, "test_case": 5, "low_precision": "int8"})
+    result, events = run_lab(
+        rp, {**SMALL, "test_case": 5, "low_precision": "int8"}, tmpdir=tmp_path
+    )
     assert result.test_case == 5
     table = next(d for k, d in events if k == "table" and d["title"].startswith("Test case 5"))
     assert len(table["rows"]) == 10 and table["columns"] == ["class", "fp32", "int8", "difference"]

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 from pydantic import ValidationError
 
 from labs import scale_derivation as lab
-from labs.base import EventContext, NeedsGPU
-
-
-def run_lab(params=None):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(lambda kind, data: events.append((kind, data)))
-    result = lab.LAB.run(lab.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
+from labs.base import NeedsGPU
+from tests.unit.labs.helpers import run_lab
 
 
 @pytest.fixture(scope="module")
 def default_run():
-    return run_lab()
+    return run_lab(lab)
 
 
 def test_declaration_and_params_schema():
@@ -66,7 +57,7 @@ def test_zero_tensor_naive_division_is_nan_guarded_is_exact_zero(default_run):
 
 @pytest.mark.parametrize("fmt", ["int4", "fp8_e5m2", "nvfp4", "mxfp4"])
 def test_all_zero_input_gives_exact_zeros(fmt):
-    result, _ = run_lab({"values": [0.0, 0.0, 0.0, 0.0], "format": fmt})
+    result, _ = run_lab(lab, {"values": [0.0, 0.0, 0.0, 0.0], "format": fmt})
     assert all(s.dequantized == 0 and s.error == 0 for s in result.elements)
     assert result.error.mse == 0 and result.error.sqnr_db is None
     assert result.zero_case.naive_has_nan and not result.zero_case.labs_quant_has_nan
@@ -88,7 +79,7 @@ def test_cast_then_clamp_gives_inf_and_nan_clamp_then_cast_is_finite(default_run
 
 
 def test_mxfp4_floor_scale_clips_the_block_max():
-    result, _ = run_lab({"format": "mxfp4"})
+    result, _ = run_lab(lab, {"format": "mxfp4"})
     block = result.blocks[0]
     assert block.amax == 7.5 and block.stored_scale == 1.0  # 2^(floor(log2 7.5) - 2)
     assert result.scale is None and result.matches_labs_quant
@@ -100,7 +91,7 @@ def test_mxfp4_floor_scale_clips_the_block_max():
 
 
 def test_nvfp4_two_level_scale():
-    result, _ = run_lab({"format": "nvfp4"})
+    result, _ = run_lab(lab, {"format": "nvfp4"})
     assert result.scale == pytest.approx(7.5 / (448 * 6), rel=1e-6)
     assert result.blocks[0].stored_scale == 448  # amax_b / 6 / tensor_scale rounded to E4M3
     assert result.first_block_scale == pytest.approx(7.5 / 6, rel=1e-6)
@@ -108,12 +99,12 @@ def test_nvfp4_two_level_scale():
 
 
 def test_clip_percentile_and_manual_scale_clip():
-    result, _ = run_lab({"clip_percentile": 90})
+    result, _ = run_lab(lab, {"clip_percentile": 90})
     assert result.scale_source == "percentile" and result.matches_labs_quant is None
     assert result.clipped >= 1 and result.error.clipping_mse > result.error.rounding_mse
     outlier = next(s for s in result.elements if s.x == 7.5)
     assert outlier.clipped and outlier.code == "127"
-    result, _ = run_lab({"format": "fp8_e4m3", "scale": 0.01})
+    result, _ = run_lab(lab, {"format": "fp8_e4m3", "scale": 0.01})
     assert result.scale == pytest.approx(0.01)
     clipped = [s for s in result.elements if s.clipped]
     assert [s.x for s in clipped] == [7.5] and clipped[0].dequantized == pytest.approx(4.48)

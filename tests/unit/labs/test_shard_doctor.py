@@ -11,16 +11,8 @@ import torch
 from pydantic import ValidationError
 
 from labs import shard_doctor as sd
-from labs.base import EventContext, NeedsGPU
-
-
-def run_lab(tmp_path, params=None):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(lambda kind, data: events.append((kind, data)), tmpdir=str(tmp_path))
-    result = sd.LAB.run(sd.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
+from labs.base import NeedsGPU
+from tests.unit.labs.helpers import run_lab
 
 
 def test_declaration_and_fixed_fault_names():
@@ -49,7 +41,7 @@ def test_bad_params_are_rejected():
 
 @pytest.mark.parametrize("checkpoint", ["bf16", "awq"])
 def test_a_clean_checkpoint_loads_and_runs(tmp_path, checkpoint):
-    result, events = run_lab(tmp_path, {"checkpoint": checkpoint})
+    result, events = run_lab(sd, {"checkpoint": checkpoint}, tmpdir=tmp_path)
     assert result.clean and result.loaded and result.errors == 0 and result.warnings == 0
     assert result.findings == []
     # The logits of the loaded model equal those of the weights that were written.
@@ -129,7 +121,7 @@ CASES = {
 @pytest.mark.parametrize(("checkpoint", "fault"), sorted(CASES))
 def test_each_fault_is_found_with_one_specific_finding(tmp_path, checkpoint, fault):
     code, file, tensor, expected, found = CASES[(checkpoint, fault)]
-    result, events = run_lab(tmp_path, {"checkpoint": checkpoint, "fault": fault})
+    result, events = run_lab(sd, {"checkpoint": checkpoint, "fault": fault}, tmpdir=tmp_path)
     assert not result.clean and not result.loaded and result.forward is None
     errors = [f for f in result.findings if f.severity == "error"]
     assert len(errors) == 1, [(f.code, f.tensor) for f in errors]  # no cascade of follow-ups
@@ -214,7 +206,9 @@ def test_awq_quantization_error_is_within_one_step():
 def test_group_size_finding_names_both_loader_outcomes(tmp_path):
     # A loader that sizes its buffers from config.json fails; one that trusts the file's
     # shapes but the config's group size serves garbage. The finding must say both.
-    result, _ = run_lab(tmp_path, {"checkpoint": "awq", "fault": "quant-config-mismatch"})
+    result, _ = run_lab(
+        sd, {"checkpoint": "awq", "fault": "quant-config-mismatch"}, tmpdir=tmp_path
+    )
     (finding,) = [f for f in result.findings if f.severity == "error"]
     assert "size mismatch" in finding.detail and "from config.json" in finding.detail
     assert "garbage output" in finding.detail

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -10,20 +9,10 @@ import torch
 from pydantic import ValidationError
 
 from labs import vram_observe as vo
-from labs.base import EventContext, NeedsGPU
+from labs.base import NeedsGPU
+from tests.unit.labs.helpers import run_lab
 
 TINY = {"hidden_size": 128, "seq_len": 16, "batch_sizes": [1, 4], "dtypes": ["bf16"]}
-
-
-def run_lab(tmp_path, params=None, device="cpu"):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(
-        lambda kind, data: events.append((kind, data)), device=device, tmpdir=str(tmp_path)
-    )
-    result = vo.LAB.run(vo.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
 
 
 def test_declaration_and_params():
@@ -60,7 +49,7 @@ def test_weights_estimate_is_parameters_times_bytes():
 
 
 def test_cpu_run_measures_rss_and_says_it_is_not_vram(tmp_path):
-    result, events = run_lab(tmp_path)
+    result, events = run_lab(vo, tmpdir=tmp_path)
     assert result.device == "cpu"
     assert "RSS" in result.measured and "not VRAM" in result.measured
     assert any("not GPU memory" in n for n in result.notes)
@@ -84,7 +73,7 @@ def test_cpu_run_measures_rss_and_says_it_is_not_vram(tmp_path):
 
 def test_a_cuda_request_without_cuda_runs_on_the_cpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    result, _ = run_lab(tmp_path, {**TINY, "workload": "matmul-chain"}, device="cuda")
+    result, _ = run_lab(vo, {**TINY, "workload": "matmul-chain"}, device="cuda", tmpdir=tmp_path)
     assert result.device == "cpu" and "not VRAM" in result.measured
     assert [m.batch for m in result.measurements] == [1, 4]
 
@@ -150,7 +139,7 @@ def test_cuda_run_finds_the_oom_point_under_a_cap(tmp_path):
         "memory_cap_mb": 1024,
         "max_batch": 4096,
     }
-    result, events = run_lab(tmp_path, params, device="cuda")
+    result, events = run_lab(vo, params, device="cuda", tmpdir=tmp_path)
     assert result.device == "cuda" and "VRAM" in result.measured
     assert result.memory_cap_bytes <= 1024 * vo.MIB
     fp32, bf16 = result.summaries

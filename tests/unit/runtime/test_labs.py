@@ -6,27 +6,15 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from labs import block_quantize, gpu_status, torch_env
-from labs.base import EventContext, Lab, NeedsGPU
+from labs.base import Lab, NeedsGPU
 from labs.registry import all_labs
+from tests.unit.labs.helpers import run_lab
 
 LABS = (gpu_status.LAB, torch_env.LAB, block_quantize.LAB)
-
-
-def run(
-    lab: Lab, params: dict[str, Any] | None = None
-) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
-    events: list[tuple[str, dict[str, Any]]] = []
-    result = lab.run(
-        lab.params.model_validate(params or {}), EventContext(lambda k, d: events.append((k, d)))
-    )
-    json.dumps([d for _, d in events], allow_nan=False)  # every event is strict JSON
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
 
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
@@ -54,7 +42,7 @@ def test_gpu_status_without_a_driver_is_a_finding_not_a_crash(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi anywhere
-    result, events = run(gpu_status.LAB)
+    result, events = run_lab(gpu_status.LAB)
     assert not result.driver_found and result.gpus == []
     assert result.finding.startswith("no NVIDIA driver on this worker")
     assert any("--gpus all" in s for s in result.next_steps)
@@ -69,7 +57,7 @@ def test_gpu_status_parses_nvidia_smi(monkeypatch: pytest.MonkeyPatch, tmp_path:
         + os.pathsep
         + os.environ["PATH"],
     )
-    result, events = run(gpu_status.LAB)
+    result, events = run_lab(gpu_status.LAB)
     assert result.driver_found and len(result.gpus) == 2
     g0, g1 = result.gpus
     assert (g0.name, g0.driver_version, g0.memory_total_mib, g0.compute_capability) == (
@@ -93,7 +81,7 @@ def test_gpu_status_driver_that_does_not_answer(
 ) -> None:
     msg = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     monkeypatch.setenv("PATH", fake_smi(tmp_path, f'echo "{msg}"\nexit 9\n'))
-    result, _ = run(gpu_status.LAB)
+    result, _ = run_lab(gpu_status.LAB)
     assert not result.driver_found and "exited with code 9" in result.finding and msg in result.raw
 
 
@@ -103,7 +91,7 @@ def test_gpu_status_retries_without_compute_cap_on_old_drivers(
     old = SMI_OUTPUT.replace(", 9.0\n", "\n")
     script = f'case "$1" in *compute_cap*) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;; esac\ncat <<EOF\n{old}EOF\n'
     monkeypatch.setenv("PATH", fake_smi(tmp_path, script) + os.pathsep + os.environ["PATH"])
-    result, _ = run(gpu_status.LAB)
+    result, _ = run_lab(gpu_status.LAB)
     assert (
         result.driver_found
         and result.gpus[0].compute_capability is None
@@ -117,7 +105,7 @@ def test_gpu_status_retries_without_compute_cap_on_old_drivers(
 def test_torch_env_reports_the_build() -> None:
     import torch
 
-    result, events = run(torch_env.LAB)
+    result, events = run_lab(torch_env.LAB)
     assert result.version_output == torch.__version__
     assert result.version_command == 'python -c "import torch; print(torch.__version__)"'
     assert result.cuda_available == torch.cuda.is_available()
@@ -164,7 +152,7 @@ def test_format_list_matches_labs_quant() -> None:
 def test_every_format_quantizes_and_the_error_adds_up(fmt: str) -> None:
     from labs.quant import FORMATS
 
-    result, events = run(
+    result, events = run_lab(
         block_quantize.LAB,
         {"format": fmt, "shape": [8, 128], "distribution": "outliers", "seed": 3},
     )
@@ -185,7 +173,7 @@ def test_every_format_quantizes_and_the_error_adds_up(fmt: str) -> None:
 
 def test_one_nvfp4_block_of_custom_values() -> None:
     values = [0.0, 0.5, -1.0, 1.5, 2.0, -3.0, 4.0, 6.0, 0.25, -0.75, 1.0, -2.0, 3.0, 5.0, -6.0, 0.1]
-    result, events = run(
+    result, events = run_lab(
         block_quantize.LAB, {"format": "nvfp4", "distribution": "custom", "values": values}
     )
     assert result.shape == [1, 16] and result.n_blocks == 1
