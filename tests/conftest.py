@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,42 @@ def client(migrated: Settings) -> Iterator:
         yield c
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@pytest.fixture(scope="module")
+def read_only_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """One app (migrated database, search index) and TestClient shared by a whole test
+    module, for tests that only read: GET/HEAD/OPTIONS with no dependence on fresh
+    cookies or state. Anything that writes (quiz answers, accounts, runs, the notebook)
+    or checks CSRF takes the per-test ``client``; this one refuses unsafe methods."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    class ReadOnlyClient(TestClient):
+        def request(self, method: str, url: Any, *args: Any, **kwargs: Any) -> Any:
+            if method.upper() not in SAFE_METHODS:
+                raise AssertionError(
+                    f"{method} {url} on the shared read_only_client: use the per-test client"
+                )
+            return super().request(method, url, *args, **kwargs)
+
+    settings = migrated_settings(tmp_path_factory.mktemp("read-only") / "data")
+    with ReadOnlyClient(create_app(settings)) as c:
+        yield c
+
+
+def migrated_settings(data_dir: Path) -> Settings:
+    """Test settings on ``data_dir`` (created) with its SQLite database migrated."""
+    from app.migrate import upgrade
+
+    s = Settings(env="test", data_dir=data_dir, content_dir=ROOT / "content")
+    s.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(s.db_url)
+    return s
+
+
 def csrf_headers(client) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """Visit once to get the CSRF cookie; return the header that must echo it."""
     client.get("/healthz")
@@ -93,14 +130,7 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def live_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    from app.migrate import upgrade
-
-    s = Settings(
-        env="test", data_dir=tmp_path_factory.mktemp("live") / "data", content_dir=ROOT / "content"
-    )
-    s.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade(s.db_url)
-    return s
+    return migrated_settings(tmp_path_factory.mktemp("live") / "data")
 
 
 @pytest.fixture(scope="session")

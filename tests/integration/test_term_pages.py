@@ -1,4 +1,7 @@
-"""Term pages, index, search and bad input, checked by parsing the HTML."""
+"""Term pages, index, search and bad input, checked by parsing the HTML.
+
+The tests that only read share one app (``read_only_client``); the CSRF test, which
+posts, gets a fresh one."""
 
 from __future__ import annotations
 
@@ -25,8 +28,8 @@ def soup(r) -> BeautifulSoup:  # type: ignore[no-untyped-def]
     return BeautifulSoup(r.text, "html.parser")
 
 
-def test_home_offers_a_place_to_start(client) -> None:
-    page = soup(client.get("/"))
+def test_home_offers_a_place_to_start(read_only_client) -> None:
+    page = soup(read_only_client.get("/"))
     assert page.find("h1")
     hrefs = {a["href"] for a in page.select("main a[href]")}
     assert "/terms/quantization" in hrefs
@@ -34,8 +37,8 @@ def test_home_offers_a_place_to_start(client) -> None:
 
 
 @pytest.mark.parametrize("slug", STARTERS)
-def test_starter_card_has_everything(client, slug: str) -> None:
-    page = soup(client.get(f"/terms/{slug}"))
+def test_starter_card_has_everything(read_only_client, slug: str) -> None:
+    page = soup(read_only_client.get(f"/terms/{slug}"))
     panels = page.select('[role="tabpanel"]')
     assert [p.h2.get_text(strip=True) for p in panels] == list(DEPTHS)
     assert [p.has_attr("hidden") for p in panels] == [False, True, True, True, True]
@@ -48,13 +51,13 @@ def test_starter_card_has_everything(client, slug: str) -> None:
     links = [a["href"] for a in page.select("svg.termmap a")]
     assert len(links) >= 3
     for href in links:
-        assert client.get(href).status_code == 200, href
+        assert read_only_client.get(href).status_code == 200, href
 
 
-def test_every_card_renders_and_every_map_link_resolves(client) -> None:
-    cat = client.app.state.content.get()
+def test_every_card_renders_and_every_map_link_resolves(read_only_client) -> None:
+    cat = read_only_client.app.state.content.get()
     for slug in cat.terms:
-        page = soup(client.get(f"/terms/{slug}"))
+        page = soup(read_only_client.get(f"/terms/{slug}"))
         for a in page.select("svg.termmap a, main a[href^='/terms/']"):
             assert a["href"].split("?")[0].split("#")[0].removeprefix("/terms/") in cat.terms, (
                 slug,
@@ -62,25 +65,25 @@ def test_every_card_renders_and_every_map_link_resolves(client) -> None:
             )
 
 
-def test_quiz_answers_are_not_in_the_page(client) -> None:
-    cat = client.app.state.content.get()
+def test_quiz_answers_are_not_in_the_page(read_only_client) -> None:
+    cat = read_only_client.app.state.content.get()
     term = cat.terms["quantization"]
-    html = client.get("/terms/quantization").text
+    html = read_only_client.get("/terms/quantization").text
     for item in term.front.quiz:
         assert item.explanation not in html
         if item.model_answer:
             assert item.model_answer not in html
 
 
-def test_depth_query_selects_panel(client) -> None:
-    page = soup(client.get("/terms/fp8?depth=3"))
+def test_depth_query_selects_panel(read_only_client) -> None:
+    page = soup(read_only_client.get("/terms/fp8?depth=3"))
     visible = [p for p in page.select('[role="tabpanel"]') if not p.has_attr("hidden")]
     assert [p["data-depth"] for p in visible] == ["3"]
     assert page.select_one('[role="tab"][aria-selected="true"]')["id"] == "tab-3"
 
 
-def test_htmx_gets_only_the_fragment(client) -> None:
-    r = client.get("/terms/fp8?depth=2", headers={"HX-Request": "true"})
+def test_htmx_gets_only_the_fragment(read_only_client) -> None:
+    r = read_only_client.get("/terms/fp8?depth=2", headers={"HX-Request": "true"})
     assert r.status_code == 200 and r.headers["vary"] == "HX-Request"
     frag = BeautifulSoup(r.text, "html.parser")
     assert frag.find("html") is None and frag.select_one("section#depths")
@@ -88,37 +91,37 @@ def test_htmx_gets_only_the_fragment(client) -> None:
 
 
 @pytest.mark.parametrize("raw", ["9", "abc", "0", "-1", "1e9", "%00"])
-def test_bad_depth_falls_back_with_a_message(client, raw: str) -> None:
-    page = soup(client.get(f"/terms/fp8?depth={raw}"))
+def test_bad_depth_falls_back_with_a_message(read_only_client, raw: str) -> None:
+    page = soup(read_only_client.get(f"/terms/fp8?depth={raw}"))
     assert page.select_one(".note").get_text()
     assert not page.select_one("#depth-1").has_attr("hidden")
 
 
-def test_unknown_slug_is_404_with_suggestions(client) -> None:
-    r = client.get("/terms/quantisaton")
+def test_unknown_slug_is_404_with_suggestions(read_only_client) -> None:
+    r = read_only_client.get("/terms/quantisaton")
     assert r.status_code == 404
     page = BeautifulSoup(r.text, "html.parser")
     assert "/terms/quantization" in [a["href"] for a in page.select("main ul a")]
 
 
-def test_index_views(client) -> None:
+def test_index_views(read_only_client) -> None:
     for view in ("az", "domain", "collection"):
-        page = soup(client.get(f"/terms?view={view}"))
+        page = soup(read_only_client.get(f"/terms?view={view}"))
         assert len(page.select("a.nav-item")) >= 8
-    page = soup(client.get("/terms?view=collection"))
+    page = soup(read_only_client.get("/terms?view=collection"))
     titles = [h.get_text() for h in page.select("#listing h2")]
     assert "Numerics and formats" in titles
 
 
-def test_search_finds_a_term_by_alias(client) -> None:
-    cat = client.app.state.content.get()
+def test_search_finds_a_term_by_alias(read_only_client) -> None:
+    cat = read_only_client.app.state.content.get()
     term, alias = next((t, t.front.aliases[0]) for t in cat.sorted_terms() if t.front.aliases)
-    page = soup(client.get("/search", params={"q": alias}))
+    page = soup(read_only_client.get("/search", params={"q": alias}))
     assert f"/terms/{term.slug}" in [a["href"] for a in page.select("#results a")]
 
 
-def test_search_highlights_snippet(client) -> None:
-    page = soup(client.get("/search", params={"q": "scale"}))
+def test_search_highlights_snippet(read_only_client) -> None:
+    page = soup(read_only_client.get("/search", params={"q": "scale"}))
     assert page.select("#results li")
     assert page.select("#results .snippet mark")
 
@@ -140,20 +143,20 @@ def test_search_highlights_snippet(client) -> None:
         "\x00",
     ],
 )
-def test_search_never_500s(client, q: str) -> None:
-    r = client.get("/search", params={"q": q})
+def test_search_never_500s(read_only_client, q: str) -> None:
+    r = read_only_client.get("/search", params={"q": q})
     assert r.status_code == 200
     assert "<script>alert(1)</script>" not in r.text
 
 
-def test_goto_typeahead(client) -> None:
-    r = client.get("/goto", params={"q": "quant"}, headers={"HX-Request": "true"})
+def test_goto_typeahead(read_only_client) -> None:
+    r = read_only_client.get("/goto", params={"q": "quant"}, headers={"HX-Request": "true"})
     frag = BeautifulSoup(r.text, "html.parser")
     assert "/terms/quantization" in [a["href"] for a in frag.select("li a")]
 
 
-def test_security_headers_and_cache(client) -> None:
-    r = client.get("/terms/fp8")
+def test_security_headers_and_cache(read_only_client) -> None:
+    r = read_only_client.get("/terms/fp8")
     csp = r.headers["content-security-policy"]
     assert (
         "script-src 'self'" in csp
@@ -165,9 +168,9 @@ def test_security_headers_and_cache(client) -> None:
     page = soup(r)
     css = page.select_one("link[rel=stylesheet]")["href"]
     assert css.startswith("/static/css/app.") and css.count(".") == 2
-    s = client.get(css)
+    s = read_only_client.get(css)
     assert s.status_code == 200 and "immutable" in s.headers["cache-control"]
-    assert client.get("/static/../app/settings.py").status_code == 404
+    assert read_only_client.get("/static/../app/settings.py").status_code == 404
 
 
 def test_csrf_required_on_unsafe_methods(client) -> None:
@@ -182,7 +185,7 @@ def test_csrf_required_on_unsafe_methods(client) -> None:
     assert client.post("/quiz/term:fp8/x", data={"answer": "1"}, headers=hdr).status_code != 403
 
 
-def test_health(client) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
-    r = client.get("/readyz")
+def test_health(read_only_client) -> None:
+    assert read_only_client.get("/healthz").json() == {"status": "ok"}
+    r = read_only_client.get("/readyz")
     assert r.status_code == 200 and r.json()["checks"]["database"] == "ok"
