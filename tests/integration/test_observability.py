@@ -76,6 +76,45 @@ def test_every_worker_takes_runs_one_at_a_time(live: Stack) -> None:
         assert second["started_at"] >= first["finished_at"]  # never two at once
 
 
+def test_the_compose_gpu_worker_without_a_gpu_serves_cpu_and_leaves_gpu_runs_queued(
+    live: Stack,
+) -> None:
+    """compose.yaml's worker-gpu (queues gpu,cpu) started where no GPU is usable (a
+    missing driver, a failed device reservation): it must not take GPU runs it cannot
+    run; it says why, advertises only the cpu queue and serves that."""
+    import sys
+
+    from sqlalchemy import select
+
+    from app.db import Worker
+    from tests.integration.conftest import Proc
+
+    live.stop_workers()
+    env = {**live.env, "LOWBIT_WORKER_QUEUES": "gpu,cpu"}
+    proc = Proc("worker-gpu", [sys.executable, "-m", "app.cli", "worker"], env, live.log_dir)
+    proc.start()
+    try:
+        live.wait_worker(proc)
+        with live.factory() as s:
+            row = s.scalars(select(Worker).where(Worker.pid == proc.pid)).one()
+            assert row.queues == "cpu" and not row.capabilities.get("gpu_count")
+        assert "will not take the gpu queue" in proc.tail()
+        learner = account(live)
+        gpu_run = start(learner, "sandbox-probe-gpu-only", {"mode": "ok"})
+        cpu_run = start(learner, "sandbox-probe", {"mode": "ok"})
+        assert wait_final(learner, cpu_run)["status"] == "succeeded"
+        assert live.run_row(cpu_run).worker_id.split(":")[1] == str(proc.pid)
+        waiting = learner.get(f"/api/runs/{gpu_run}").json()
+        assert (waiting["status"], waiting["queue"], waiting["queue_position"]) == (
+            "queued",
+            "gpu",
+            1,
+        )
+        assert learner.post(f"/api/runs/{gpu_run}/cancel").json()["status"] == "cancelled"
+    finally:
+        proc.stop()
+
+
 def test_a_gpu_lab_waits_for_a_gpu_worker_with_its_queue_position(live: Stack) -> None:
     """No worker here has a GPU: a lab that requires one stays queued on the gpu queue,
     shows its place, is never taken by a CPU worker and never lost."""
