@@ -9,7 +9,9 @@ dequantize throughput in GB/s of float32 input (GB = 1e9 bytes), the ratio to a 
 ``clone()`` of the same tensor in the same run (the memory-bandwidth yardstick: a clone
 reads and writes every byte once), and the speed-up over the peer reference where it is
 installed: gguf-py's numpy quantizer (q8_0, q4_0, q4_1), torchao's emulated MX and NVFP4
-(CPU path), bitsandbytes' NF4. Targets on 2 CPU threads: quantize >= 0.2 of clone,
+(CPU path), bitsandbytes' NF4. Targets on 2 CPU threads: quantize >= 0.2 of clone
+(divided by the number of candidate-scale passes for the k-quants, whose reference
+quantizers search),
 >= 2x gguf-py, >= 1.5x torchao and bitsandbytes. Each time is the best of ``--repeats``
 runs after one warm-up. This is a plain script, not a test: speed is reported, never
 asserted.
@@ -30,11 +32,19 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from labs.quant import FORMATS, quantize  # noqa: E402
+from labs.quant import constants as C  # noqa: E402
 
 GB = 1e9
 CPU_THREADS = 2
 SIDE = 4096
 CLONE_TARGET = 0.2
+# llama.cpp's k-quant reference quantizers search candidate scales, each candidate a
+# full pass over the sub-block (q4_K: the initial scale + is = 0..20; q6_K: the initial
+# scale + is = -9..9 without 0): their target is the same per pass.
+SEARCH_PASSES = {
+    "q4_k": 1 + C.Q4_K_SEARCH_STEPS + 1,
+    "q6_k": 1 + 2 * C.Q6_K_SEARCH_STEPS,
+}
 PEER_TARGETS = {"gguf-py": 2.0, "torchao": 1.5, "bitsandbytes": 1.5}
 
 
@@ -136,6 +146,7 @@ def run_table(
         q = quantize(x, key)
         dequant_s = best_time(q.dequantize, repeats, device)
         clone_ratio = clone_s / quant_s
+        clone_target = CLONE_TARGET / SEARCH_PASSES.get(key, 1)
         peer, peer_fn, why = peer_for(key, x)
         if peer_fn is not None:
             peer_s = best_time(peer_fn, peer_repeats, device)
@@ -145,8 +156,13 @@ def run_table(
             peer_ratio = None
             peer_text = why
         print(
-            f"{key:12s} {input_gb / quant_s:10.2f} {input_gb / dequant_s:12.2f} {clone_ratio:9.2f} "
-            f"{verdict(clone_ratio, CLONE_TARGET) if device.type == 'cpu' else '':4s} {peer:12s} {peer_text:>20s}"
+            f"{key:12s} {input_gb / quant_s:10.2f} {input_gb / dequant_s:12.2f} {clone_ratio:9.3f} "
+            f"{verdict(clone_ratio, clone_target) if device.type == 'cpu' else '':4s} {peer:12s} {peer_text:>20s}"
+            + (
+                f"  (target {clone_target:.3f}: {SEARCH_PASSES[key]} search passes)"
+                if key in SEARCH_PASSES
+                else ""
+            )
         )
         rows.append(
             {

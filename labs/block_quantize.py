@@ -37,6 +37,8 @@ FormatKey = Literal[
     "q8_0",
     "q4_0",
     "q4_1",
+    "q4_k",
+    "q6_k",
 ]
 FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)
 Distribution = Literal["normal", "uniform", "laplace", "outliers", "custom"]

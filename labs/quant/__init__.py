@@ -5,7 +5,7 @@
     q.dequantize()               # float32, same shape and device as x
     q.nbytes                     # every stored byte
     q.codes, q.scales            # per-element codes, decoded block scales
-    q.to_bytes()                 # packed bytes (GGUF's block layout for q8_0/q4_0/q4_1)
+    q.to_bytes()                 # packed bytes (GGUF's block layout for the q* formats)
     FORMATS["nvfp4"].block_size, FORMATS["nvfp4"].bits_per_value
 
 Importing this package imports torch. Nothing else in ``labs`` imports it at module top
@@ -53,6 +53,8 @@ _ORDER = (
     "q8_0",
     "q4_0",
     "q4_1",
+    "q4_k",
+    "q6_k",
 )
 
 #: Every format by key, with its default options.

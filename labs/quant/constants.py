@@ -11,7 +11,9 @@ Sources:
 - Dettmers et al., "QLoRA" (arXiv:2305.14314), appendix E: the NF4 table; bitsandbytes
   ``functional.get_4bit_type("nf4")`` holds the same float32 values.
 - llama.cpp ``ggml/src/ggml-common.h`` (block structs) and ``ggml-quants.c``
-  (``quantize_row_q8_0_ref``, ``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``).
+  (``quantize_row_q8_0_ref``, ``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, and
+  the k-quants ``quantize_row_q4_K_ref`` / ``quantize_row_q6_K_ref`` with their helpers
+  ``nearest_int``, ``make_qkx2_quants`` and ``make_qx_quants``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ NF4_DOUBLE_QUANT_BLOCK_SIZE = 256  # QLoRA: absmax values quantized in blocks of
 QK8_0 = 32  # ggml-common.h: #define QK8_0 32
 QK4_0 = 32  # ggml-common.h: #define QK4_0 32
 QK4_1 = 32  # ggml-common.h: #define QK4_1 32
+QK_K = 256  # ggml-common.h: #define QK_K 256, the k-quant super-block
+Q4_K_SUB_BLOCK = 32  # q4_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min
+Q6_K_SUB_BLOCK = 16  # q6_K: 16 sub-blocks of 16, each with an int8 scale
+K_SCALE_SIZE = 12  # ggml-common.h: bytes of q4_K's packed 6-bit scales and mins
 
 # --- Integer grids -------------------------------------------------------------------------
 INT8_SYMMETRIC_MAX = 127  # symmetric absmax uses [-127, 127] so that -x is representable
@@ -72,6 +78,27 @@ Q4_0_OFFSET = 8  # stored nibble = q + 8
 Q4_0_ROUNDING_BIAS = 8.5  # ggml-quants.c: (int8_t)(x0 + 8.5f), truncating
 Q4_1_LEVELS = 15  # ggml-quants.c: d = (max - min) / ((1 << 4) - 1)
 Q4_1_ROUNDING_BIAS = 0.5  # ggml-quants.c: (int8_t)(x0 + 0.5f), truncating
+# k-quants (ggml-quants.c quantize_row_q4_K_ref, quantize_row_q6_K_ref and helpers).
+Q4_K_LEVELS = 15  # make_qkx2_quants(32, nmax = 15, ...): codes 0..15
+Q4_K_SEARCH_RMIN = -1.0  # make_qkx2_quants(..., rmin = -1.f, rdelta = 0.1f, nstep = 20, ...)
+Q4_K_SEARCH_RDELTA = 0.1
+Q4_K_SEARCH_STEPS = 20  # is = 0..20: iscale = (rmin + rdelta*is + nmax) / (max - min)
+K_SCALE_LEVELS = 63  # q4_K's 6-bit sub-block scales and mins: ls = nearest_int(63/max * s)
+K_SCALE_BITS = 6
+Q6_K_NMAX = 32  # make_qx_quants(16, nmax = 32, ...): codes l in [-32, 31], stored l + 32
+Q6_K_BITS = 6  # stored as a low nibble (ql) and two high bits (qh)
+Q6_K_HIGH_BITS = 2
+Q6_K_SEARCH_STEPS = 9  # make_qx_quants: is = -9..9 (not 0), iscale = -(nmax + 0.1f*is)/max
+Q6_K_SEARCH_RDELTA = 0.1
+Q6_K_SCALE_MIN = -128  # quantize_row_q6_K_ref: iscale = -128.f / max_scale
+Q6_K_SCALE_MAX = 127  # int8 sub-block scales: MIN(127, nearest_int(iscale * scale))
+GROUP_MAX_EPS = 1e-15  # ggml-quants.c: a group with amax below this is all zero
+# nearest_int(f): the low 23 bits of f + 1.5 * 2**23, minus 2**22 (round half to even for
+# |f| < 2**22; beyond that, and for inf/NaN, the bits give what C gives).
+NEAREST_INT_MAGIC = 12582912.0  # 1.5 * 2**23
+NEAREST_INT_MANTISSA_MASK = 0x007FFFFF
+NEAREST_INT_OFFSET = 0x00400000
+UINT8_MASK = 0xFF  # C's conversion of an int to uint8_t / int8_t keeps the low byte
 NIBBLE_MAX = 15
 NIBBLE_BITS = 4
 NIBBLE_MASK = 0x0F
@@ -131,6 +158,8 @@ FORMAT_LIMITS = MappingProxyType(
             {"max": float(-Q4_0_MAX_NEGATIVE), "bits": 4, "scale_max": F16_MAX}
         ),
         "q4_1": MappingProxyType({"max": float(Q4_1_LEVELS), "bits": 4, "scale_max": F16_MAX}),
+        "q4_k": MappingProxyType({"max": float(Q4_K_LEVELS), "bits": 4, "scale_max": F16_MAX}),
+        "q6_k": MappingProxyType({"max": float(Q6_K_NMAX), "bits": 6, "scale_max": F16_MAX}),
         "e8m0": MappingProxyType({"max": 2.0**127, "bits": 8, "bias": E8M0_EXPONENT_BIAS}),
     }
 )

@@ -90,6 +90,9 @@ class Format(ABC):
     element: ClassVar[str] = ""  # element type, for docs and labs: "E2M1", "int4", ...
     scale_type: ClassVar[str] = ""  # stored scale type, for docs and labs: "E8M0", "fp16", ...
     reference: ClassVar[str] = ""  # what it matches, for docs and labs
+    # Quantize this many times more blocks per chunk on the CPU: formats that run many
+    # small ops per chunk (the k-quants' scale search) pay per-op overhead otherwise.
+    chunk_factor: ClassVar[int] = 1
 
     @property
     def stored_scale(self) -> str:
@@ -291,7 +294,7 @@ class Format(ABC):
             x_rows = torch.cat([x_rows, x_rows[:, -1:].expand(-1, pad)], dim=1)
         x_blocks = x_rows.reshape(layout.n_blocks, layout.block_len)
 
-        step = _chunk_blocks(layout.block_len, x.device)
+        step = _chunk_blocks(layout.block_len, x.device) * self.chunk_factor
         starts = range(0, layout.n_blocks, step)
 
         stats: dict[str, torch.Tensor] = {}
@@ -470,7 +473,7 @@ class QuantizedTensor:
         return lo, hi
 
     def to_bytes(self) -> bytes:
-        """The packed stored representation (GGUF's block layout for q8_0/q4_0/q4_1)."""
+        """The packed stored representation (GGUF's block layout for the q* formats)."""
         packed = self.format.pack(self.qdata, self.fields, self.tensor_fields)
         return packed.cpu().numpy().tobytes()
 

@@ -14,7 +14,7 @@ KEYS = sorted(FORMATS)
 def test_registry_keys_are_the_contract():
     assert set(FORMATS) == {
         "int8", "int4", "fp8_e4m3", "fp8_e5m2", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3",
-        "mxfp6_e3m2", "mxfp4", "nvfp4", "nf4", "q8_0", "q4_0", "q4_1",
+        "mxfp6_e3m2", "mxfp4", "nvfp4", "nf4", "q8_0", "q4_0", "q4_1", "q4_k", "q6_k",
     }  # fmt: skip
 
 
@@ -24,6 +24,7 @@ def test_block_sizes_and_bits_per_value():
         "mxfp6_e2m3": (32, 6.25), "mxfp6_e3m2": (32, 6.25), "mxfp8_e4m3": (32, 8.25),
         "mxfp8_e5m2": (32, 8.25), "nvfp4": (16, 4.5), "nf4": (64, 4.5), "int4": (128, 4.25),
         "int8": (None, 8.0), "fp8_e4m3": (None, 8.0), "fp8_e5m2": (None, 8.0),
+        "q4_k": (256, 4.5), "q6_k": (256, 6.5625),
     }  # fmt: skip
     for key, (block, bits) in expected.items():
         assert FORMATS[key].block_size == block, key

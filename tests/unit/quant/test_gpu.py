@@ -28,6 +28,8 @@ OPTION_SETS: dict[str, list[dict[str, object]]] = {
     "q8_0": [{}],
     "q4_0": [{}],
     "q4_1": [{}],
+    "q4_k": [{}],
+    "q6_k": [{}],
 }
 CASES = [(key, options) for key in sorted(FORMATS) for options in OPTION_SETS[key]]
 
@@ -53,7 +55,7 @@ def inputs():
 @pytest.mark.parametrize("name", sorted(inputs()))
 def test_cuda_matches_cpu_bit_for_bit(key, options, name):
     x = inputs()[name]
-    if key in ("q8_0", "q4_0", "q4_1"):
+    if key in ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k"):
         x = x.clamp(-1000, 1000)
     for dtype in (torch.float32, torch.bfloat16):
         xd = x.to(dtype)

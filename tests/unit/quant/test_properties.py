@@ -18,7 +18,11 @@ PROPERTY_SETTINGS = settings(
 )
 
 
-GGUF_KEYS = ("q8_0", "q4_0", "q4_1")
+GGUF_KEYS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k")
+# The k-quants search for their scales (make_qkx2_quants, make_qx_quants), and the search
+# is not a projection: requantizing a dequantized block can settle on a neighbouring
+# scale (test_gguf_k shows one), so they are left out of the idempotence property.
+SEARCHED_SCALE_KEYS = ("q4_k", "q6_k")
 # fp16 block scales hold |d| <= 65504: keep GGUF inputs well inside (an overflowing scale
 # is a ValueError, tested in test_behaviour).
 GGUF_MAX_LOG10 = 2.0
@@ -99,7 +103,7 @@ def test_error_is_at_most_half_a_step_inside_the_range(key, data):
     assert (err[inside] <= bound[inside] * (1 + 1e-6) + slack[inside]).all()
 
 
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key", [k for k in KEYS if k not in SEARCHED_SCALE_KEYS])
 @PROPERTY_SETTINGS
 @given(data=st.data())
 def test_requantizing_representable_values_is_idempotent(key, data):
