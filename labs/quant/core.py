@@ -181,11 +181,12 @@ class Format(ABC):
         return torch.uint8
 
     def tensor_fields(
-        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor]
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
     ) -> dict[str, torch.Tensor]:
         """Per-tensor values (e.g. ``tensor_amax``, which the non-finite check reads, and
         ``tensor_scale_fp32``), from the blocks or from every block's ``stats`` (empty
-        when ``has_block_stats`` is False). Default: none."""
+        when ``has_block_stats`` is False), given how the tensor is cut into blocks.
+        Default: none."""
         return {}
 
     @property
@@ -305,7 +306,7 @@ class Format(ABC):
                 for name, value in self.block_stats(chunk).items():
                     parts.setdefault(name, []).append(value)
             stats = {name: _cat(values) for name, values in parts.items()}
-        tensor = self.tensor_fields(x_blocks, stats)
+        tensor = self.tensor_fields(x_blocks, stats, layout)
         fields, params = self.block_scales(stats, tensor)
         if self.nonfinite == "raise":
             _raise_if_nonfinite(self.key, x, [*stats.values(), *fields.values(), *tensor.values()])

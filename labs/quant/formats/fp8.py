@@ -48,7 +48,7 @@ class Float8Format(GranularFormat):
         return -self.elem.max_normal, self.elem.max_normal
 
     def tensor_fields(
-        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor]
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
     ) -> dict[str, torch.Tensor]:
         if self.scale_scope != "tensor":
             return {}

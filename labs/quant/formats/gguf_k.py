@@ -61,24 +61,20 @@ from __future__ import annotations
 
 import struct
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from labs.quant import constants as C
 from labs.quant.blockops import block_absmax
-from labs.quant.core import Layout, QuantizedTensor
+from labs.quant.core import Layout
 from labs.quant.formats.gguf import GGUFFormat, _fp16_bytes
 
 if TYPE_CHECKING:
     import torch
 
-# Sub-blocks per (padded) row of the tensor being quantized. ``block_scales`` and ``pack``
-# group sub-blocks into super-blocks row by row but are not given the layout, so
-# ``quantize`` publishes it here and ``tensor_fields`` records it in the tensor's fields.
-_SUB_BLOCKS_PER_ROW: ContextVar[int] = ContextVar("gguf_k_sub_blocks_per_row")
+# Sub-blocks per (padded) row, recorded in the tensor's fields: ``block_scales`` and
+# ``pack`` group sub-blocks into super-blocks row by row.
 PER_ROW_FIELD = "sub_blocks_per_row"
 # Below this magnitude nearest_int(v) is v rounded half to even (exact up to 2^22; the
 # margin covers the float32 rounding of the bound itself).
@@ -302,16 +298,6 @@ def _nonfinite_super(amax: torch.Tensor) -> torch.Tensor:
     return ~torch.isfinite(amax.amax(dim=1))
 
 
-@contextmanager
-def _sub_blocks_per_row(per_row: int) -> Iterator[None]:
-    """Publish the sub-blocks per row to ``tensor_fields`` for one ``quantize`` call."""
-    token = _SUB_BLOCKS_PER_ROW.set(per_row)
-    try:
-        yield
-    finally:
-        _SUB_BLOCKS_PER_ROW.reset(token)
-
-
 @dataclass(frozen=True)
 class KQuantFormat(GGUFFormat):
     """Shared by q4_k and q6_k: super-blocks of 256 made of sub-blocks."""
@@ -344,22 +330,13 @@ class KQuantFormat(GGUFFormat):
     def payload_bytes(self, layout: Layout) -> int:
         return self._n_super(layout) * C.QK_K * self.element_bits // C.BITS_PER_BYTE
 
-    def quantize(self, x: torch.Tensor) -> QuantizedTensor:
-        import torch
-
-        per_row = 0
-        if isinstance(x, torch.Tensor):
-            layout = self.layout_for(tuple(x.shape))
-            per_row = layout.padded_row_len // layout.block_len
-        with _sub_blocks_per_row(per_row):
-            return super().quantize(x)
-
     def tensor_fields(
-        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor]
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
     ) -> dict[str, torch.Tensor]:
         import torch
 
-        return {PER_ROW_FIELD: torch.tensor(_SUB_BLOCKS_PER_ROW.get(), dtype=torch.int64)}
+        per_row = layout.padded_row_len // layout.block_len
+        return {PER_ROW_FIELD: torch.tensor(per_row, dtype=torch.int64)}
 
     @abstractmethod
     def effective(

@@ -154,7 +154,7 @@ class IntegerFormat(GranularFormat):
         return stored, divisor, zero_point
 
     def tensor_fields(
-        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor]
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
     ) -> dict[str, torch.Tensor]:
         import torch
 

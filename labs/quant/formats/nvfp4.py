@@ -64,7 +64,7 @@ class NVFP4(Format, key="nvfp4"):
         return -C.F4_E2M1_MAX, C.F4_E2M1_MAX
 
     def tensor_fields(
-        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor]
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
     ) -> dict[str, torch.Tensor]:
         amax = stats["amax"].max()  # the largest block absmax (NaN-propagating)
         tensor_scale = amax / NVFP4_TENSOR_SCALE_DIVISOR
