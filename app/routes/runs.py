@@ -37,8 +37,11 @@ from labs.runtime.views import diff, format_value, histogram_svg, latest_progres
 
 router = APIRouter(tags=["runs"])
 
-# Seconds between database polls of an event stream.
-SSE_POLL_S = 0.2
+# Seconds between database polls of an event stream: the shortest right after news
+# (a run that has just started or printed usually prints again soon), doubling on each
+# poll that finds nothing, up to the longest (a queued or quiet run costs little).
+SSE_POLL_MIN_S = 0.05
+SSE_POLL_MAX_S = 0.4
 # Seconds between keep-alive comments, so proxies keep an idle stream open.
 SSE_KEEPALIVE_S = 15.0
 # A stream ends after this long even if the run has not (the client reconnects).
@@ -183,6 +186,7 @@ async def _stream(
     factory = request.app.state.sessionmaker
     last_seq, last_status = after, ""
     started = last_sent = time.monotonic()
+    pause = SSE_POLL_MIN_S
     yield "retry: 1000\n\n"
     while time.monotonic() - started < SSE_MAX_S:
         if await request.is_disconnected():
@@ -199,8 +203,9 @@ async def _stream(
             if text:
                 yield text
             last_seq = e.seq
+        news = bool(events)
         if run.status != last_status:
-            last_status = run.status
+            last_status, news = run.status, True
             yield render_status(run)
         if run.is_final:
             yield render_end(run)
@@ -209,7 +214,8 @@ async def _stream(
             if not events:
                 yield ": keep-alive\n\n"
             last_sent = time.monotonic()
-        await anyio.sleep(SSE_POLL_S)
+        pause = SSE_POLL_MIN_S if news else min(pause * 2, SSE_POLL_MAX_S)
+        await anyio.sleep(pause)
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
