@@ -14,9 +14,11 @@ import json
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -47,6 +49,8 @@ pytestmark = pytest.mark.postgres
 NGINX = Path(os.environ.get("LOWBIT_TEST_NGINX", ROOT / ".venv/nginx/usr/sbin/nginx"))
 CONFIG = ROOT / "deploy/nginx.conf"
 REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
+# How long nginx leaves a replica out after a failed attempt (its fail_timeout).
+FAIL_TIMEOUT_S = int(re.findall(r"fail_timeout=(\d+)s", CONFIG.read_text())[0])
 SMALL = {"format": "nvfp4", "shape": [32, 32], "seed": 1}
 
 
@@ -267,11 +271,48 @@ def read_events(
     raise AssertionError(f"the stream ended first: {got}")
 
 
+def test_the_stream_location_covers_every_event_stream_route() -> None:
+    """The unbuffered, long-read location must match each route of the app that
+    answers with an event stream, and nothing else: a new stream route that it
+    misses would be cut by the default 60 s read timeout."""
+    from typing import get_type_hints
+
+    from fastapi.responses import StreamingResponse
+
+    from app.main import create_app
+    from app.routes.runs import SSE_KEEPALIVE_S
+    from tests.integration.conftest import app_routes
+
+    text = CONFIG.read_text()
+    found = re.search(r"location ~ (\S+) \{([^}]*)\}", text)
+    assert found, "no regex location in deploy/nginx.conf"
+    pattern, block = re.compile(found.group(1)), found.group(2)
+    assert "proxy_buffering off;" in block
+    timeout = re.search(r"proxy_read_timeout (\d+)([smh]);", block)
+    assert timeout is not None
+    seconds = int(timeout.group(1)) * {"s": 1, "m": 60, "h": 3600}[timeout.group(2)]
+    assert seconds > 2 * SSE_KEEPALIVE_S
+    streams: list[str] = []
+    others: list[str] = []
+    for path, route in app_routes(create_app()):
+        endpoint = getattr(route, "endpoint", None)
+        if endpoint is None or "GET" not in getattr(route, "methods", ()):
+            continue
+        sample = re.sub(r"\{[^}]+\}", "0b5d2c", path)
+        hints = get_type_hints(endpoint)
+        is_stream = hints.get("return") is StreamingResponse
+        (streams if is_stream else others).append(sample)
+    assert len(streams) >= 2, streams
+    assert [p for p in streams if not pattern.fullmatch(p)] == []
+    assert [p for p in others if pattern.fullmatch(p)] == []
+
+
 @pytest.mark.parametrize("stream", ["/api/runs/{id}/events", "/runs/{id}/stream"])
-def test_event_streams_arrive_unbuffered_through_the_proxy(up: Proxied, stream: str) -> None:
+def test_event_streams_arrive_live_through_the_proxy(up: Proxied, stream: str) -> None:
     """With no worker the run waits: its "queued" status must reach the learner
-    through the proxy while the stream stays open (a buffering proxy would hold it
-    until the stream ended). Then a worker starts and the rest follows live."""
+    through the proxy while the stream stays open. Then a worker starts and the
+    rest follows live; a reconnect with Last-Event-ID (to whichever replica the
+    proxy picks) resumes after that event."""
     up.stack.stop_workers()
     learner = up.learner()
     run_id = start(learner, "block-quantize", SMALL)
@@ -287,6 +328,27 @@ def test_event_streams_arrive_unbuffered_through_the_proxy(up: Proxied, stream: 
     assert "succeeded" in rest[-1][1]
     kinds = {e for e, _ in rest}
     assert kinds & {"log", "result", "output"}, kinds
+    if stream.startswith("/api/"):
+        ids = [line for line in full_stream(learner, stream.format(id=run_id)) if line]
+        assert len(ids) >= 3
+        resumed = full_stream(learner, stream.format(id=run_id), {"Last-Event-ID": ids[1]})
+        assert [i for i in resumed if i] == ids[2:]
+
+
+def full_stream(c: httpx.Client, path: str, headers: dict[str, str] | None = None) -> list[str]:
+    """The ``id:`` of every event of a finished run's stream, in order ("" for events
+    without one)."""
+    out: list[str] = []
+    with c.stream("GET", path, headers=headers or {}, timeout=30) as r:
+        assert r.status_code == 200
+        eid = ""
+        for line in r.iter_lines():
+            if line.startswith("id:"):
+                eid = line.split(":", 1)[1].strip()
+            elif line == "":
+                out.append(eid)
+                eid = ""
+    return out
 
 
 def runs_of(stack: Stack, learner_id: Any) -> list[str]:
@@ -299,19 +361,26 @@ def runs_of(stack: Stack, learner_id: Any) -> list[str]:
 
 
 def test_a_replica_down_costs_no_request_and_no_double_runs(up: Proxied) -> None:
+    learners = [up.learner() for _ in range(4)]  # sessions made while both are up
+    dead = up.ports[1]
     up.replicas[1].kill9()
     try:
-        c = httpx.Client(base_url=up.url, timeout=30)
-        for _ in range(12):
-            r = c.get("/terms")
-            assert r.status_code == 200, r.text[:300]
-        # POSTs: a refused connection sent nothing, so nginx tries the live
-        # replica; each click starts exactly one run.
-        learners = [up.learner() for _ in range(4)]
+        # POSTs first, before anything marks the dead replica failed: a refused
+        # connection sent nothing, so nginx moves the POST to the live replica, and
+        # each click starts exactly one run.
         ids = [start(lr, "block-quantize", SMALL) for lr in learners]
         for lr, run_id in zip(learners, ids, strict=True):
             assert wait_final(lr, run_id)["status"] == "succeeded"
             assert runs_of(up.stack, up.stack.run_row(run_id).learner_id) == [run_id]
+        c = httpx.Client(base_url=up.url, timeout=30)
+        for _ in range(12):
+            r = c.get("/terms")
+            assert r.status_code == 200, r.text[:300]
+        wait_for(lambda: len(posts_logged(up)) >= len(ids), 5, "no log lines for the POSTs")
+        moved = [x for x in posts_logged(up)[-len(ids) :] if str(dead) in x["upstream"]]
+        assert moved, "no POST went to the dead replica first: the test proved nothing"
+        for x in moved:
+            assert x["upstream_status"].replace(" ", "") == "502,202", x
     finally:
         up.restart_replica(1)
     # Back in rotation once its fail_timeout has passed: no restart of the proxy.
@@ -323,3 +392,101 @@ def test_a_replica_down_costs_no_request_and_no_double_runs(up: Proxied) -> None
         return set(upstream_ports(up.nginx.access()[before:])) == set(up.ports)
 
     wait_for(both_serve, 30, lambda: "the restarted replica never came back into rotation")
+
+
+def posts_logged(up: Proxied) -> list[dict[str, Any]]:
+    return [x for x in up.nginx.access() if x["method"] == "POST"]
+
+
+class Stub:
+    """Listens on a dead replica's port: ``close`` reads a request and hangs up
+    without answering; ``busy`` answers every request with the app's 503."""
+
+    def __init__(self, port: int, mode: str) -> None:
+        self.sock = socket.create_server(("127.0.0.1", port), reuse_port=False)
+        self.sock.settimeout(0.2)
+        self.mode, self.requests = mode, 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                except TimeoutError:
+                    continue
+                if not data:
+                    continue
+                self.requests += 1
+                if self.mode == "busy":
+                    body = b'{"detail": "The database is unavailable; try again shortly."}'
+                    conn.sendall(
+                        b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
+                        b"Content-Type: application/json\r\nConnection: close\r\n"
+                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+                    )
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def count_runs(stack: Stack) -> int:
+    from sqlalchemy import func, select
+
+    from app.db import Run
+
+    with stack.factory() as s:
+        return int(s.scalar(select(func.count()).select_from(Run)) or 0)
+
+
+def test_retries_only_what_no_replica_received_and_503s_pass_through(up: Proxied) -> None:
+    """A replica that takes a request and dies (here: a stub on its port that reads
+    the request and hangs up): a POST is not retried (the learner gets a 502 and no
+    run is made twice, or at all), a GET is retried on the other replica. A replica
+    that answers 503 (its database is down): the learner gets that 503 with
+    Retry-After, not a retry and not nginx's own 502."""
+    learners = [up.learner() for _ in range(6)]
+    port = up.ports[1]
+    up.replicas[1].kill9()
+    stub = Stub(port, "close")
+    try:
+        runs_before = count_runs(up.stack)
+        got = [lr.post("/api/labs/block-quantize/runs", json=SMALL) for lr in learners]
+        codes = [r.status_code for r in got]
+        assert stub.requests >= 1 and set(codes) == {202, 502}, codes
+        # Each 502 reached the stub only: the live replica made no run for it.
+        assert count_runs(up.stack) - runs_before == codes.count(202)
+        time.sleep(FAIL_TIMEOUT_S + 0.5)  # the stub's hang-ups mark it down for a while
+        before = stub.requests
+        c = httpx.Client(base_url=up.url, timeout=30)
+        for _ in range(6):
+            assert c.get("/terms").status_code == 200
+        assert stub.requests > before  # a GET reached the stub and was retried
+    finally:
+        stub.close()
+    stub = Stub(port, "busy")
+    try:
+        time.sleep(FAIL_TIMEOUT_S + 0.5)
+        c = httpx.Client(base_url=up.url, timeout=30)
+        answers = [c.get("/terms") for _ in range(6)]
+        busy = [r for r in answers if r.status_code == 503]
+        assert busy and stub.requests == len(busy), [r.status_code for r in answers]
+        assert all(r.headers["retry-after"] == "5" for r in busy)
+        assert {r.status_code for r in answers} == {200, 503}
+    finally:
+        stub.close()
+        up.restart_replica(1)
