@@ -161,7 +161,7 @@ FORMATS: dict[str, FormatSpec] = {
             "int8",
         ),
         FormatSpec("awq", "int4 AWQ (W4A16, group 128, zero points)", "awq", None),
-        FormatSpec("gptq", "int4 GPTQ (W4A16, group 128, symmetric)", "gptq", None),
+        FormatSpec("gptq", "int4 GPTQ (W4A16, group 128, symmetric, no act-order)", "gptq", None),
         FormatSpec("mxfp4", "MXFP4 (OCP MX: E2M1, E8M0 scale per 32)", "mxfp4", "mxfp4"),
         FormatSpec("nvfp4", "NVFP4 (E2M1, E4M3 scale per 16, fp32 tensor scale)", "nvfp4", "nvfp4"),
         FormatSpec("q4_0", "GGUF Q4_0 (4-bit, fp16 scale per 32)", "q4_0", None),
@@ -293,7 +293,8 @@ RULES: dict[str, tuple[Rule, ...]] = {
             SM_AMPERE,
             "emulated",
             "GPTQ Marlin (Machete on sm_90): int4 widened to bf16 in registers; the "
-            "repacked weights keep the fp16 scales and drop the file's qzeros and g_idx",
+            "repacked weights keep the fp16 scales and drop the file's qzeros and g_idx "
+            "(with act-order, desc_act, g_idx stays, with a permutation)",
             "bf16",
             (MARLIN, VLLM_HW),
             repacked_to="int4",

@@ -295,7 +295,7 @@ class Format(ABC):
             x_rows = torch.cat([x_rows, x_rows[:, -1:].expand(-1, pad)], dim=1)
         x_blocks = x_rows.reshape(layout.n_blocks, layout.block_len)
 
-        step = _chunk_blocks(layout.block_len, x.device) * self.chunk_factor
+        step = _chunk_blocks(layout.block_len, x.device, self.chunk_factor)
         starts = range(0, layout.n_blocks, step)
 
         stats: dict[str, torch.Tensor] = {}
@@ -479,11 +479,11 @@ class QuantizedTensor:
         return packed.cpu().numpy().tobytes()
 
 
-def _chunk_blocks(block_len: int, device: torch.device) -> int:
+def _chunk_blocks(block_len: int, device: torch.device, cpu_factor: int = 1) -> int:
     import torch
 
     if device.type == "cpu":
-        target = CPU_CHUNK_ELEMENTS * torch.get_num_threads()
+        target = CPU_CHUNK_ELEMENTS * torch.get_num_threads() * cpu_factor
     else:
         target = ACCELERATOR_CHUNK_ELEMENTS
     return max(1, target // max(block_len, 1))

@@ -164,9 +164,10 @@ def validate(lab: Lab, data: Any) -> tuple[LabParams | None, dict[str, str]]:
     try:
         params = lab.params.model_validate(data)
         stored = params.model_dump(mode="json")
-        # The worker validates the stored form again; a cross-field check that the
-        # first pass skipped (pydantic does not validate defaults) must fail here,
-        # with its message, not later as a failed run.
+        # The worker validates the stored form again: whatever that second pass would
+        # reject (a cross-field check on a default that a lab's validator does not
+        # run with validate_default) must fail here, with its message, not later as a
+        # failed run.
         lab.params.model_validate(stored)
     except ValidationError as e:
         return None, field_errors(e)

@@ -45,12 +45,14 @@ sub-block), ``block_size`` is QK_K (256, the unit of storage). A row whose lengt
 a multiple of the sub-block is padded by repeating its last value, like every format; if
 it is not a multiple of 256, its last super-block is completed in ``to_bytes`` with
 all-zero sub-blocks. Those change no super-block statistic (their scale and min are 0),
-so the stored super-block is exactly what llama.cpp makes of the row padded with zeros,
-and gguf-py's dequantizer reads it back (zeros in the completed part).
+so when the row length is a multiple of the sub-block the stored super-block is exactly
+what llama.cpp makes of the row padded with zeros, and gguf-py's dequantizer reads it back
+(zeros in the completed part); a partial sub-block holds the repeated last value instead.
 
 Deliberate differences: a non-finite value makes its whole super-block NaN with
 ``nonfinite="propagate"`` (C's comparisons skip NaN and its casts are undefined); an fp16
-overflow of d or dmin raises ValueError; rows that are not a multiple of 256 are padded
+overflow of d or dmin raises ValueError (with ``nonfinite="propagate"`` its super-block
+is NaN); rows that are not a multiple of 256 are padded
 (GGUF refuses them). Every float32 operation is rounded separately, as in llama.cpp's
 x86-64 build of ggml-base (compiled without FMA; the tests hold digests of that C code's
 bytes). A build that contracts a·b + c into an FMA (gcc -march=native, clang on arm64)
