@@ -11,6 +11,7 @@ and histograms of the values and of the errors.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_validator, model_validator
@@ -146,6 +147,11 @@ class BlockView(BaseModel):
         description="What one step of the element grid is worth in this block"
     )
     offset: float | None = None
+    stored: str | None = Field(
+        default=None,
+        description="How a two-level scale is stored (k-quants: the super-block's fp16 d "
+        "times the sub-block's integer scale, and the same for the minimum)",
+    )
     values: list[float]
     codes: list[int]
     dequantized: list[float]
@@ -254,6 +260,21 @@ def _histogram(values: torch.Tensor) -> Histogram:
     )
 
 
+def _two_level_scale(fields: Mapping[str, torch.Tensor], b: int) -> str | None:
+    """Block ``b``'s stored scale as d × integer for the k-quants (block b of the first
+    row lies in super-block b // sub-blocks-per-super-block); None for other formats."""
+    if "sub_scale_u6" in fields:  # q4_k: 8 sub-blocks, a 6-bit scale and min each
+        ls, lm = fields["sub_scale_u6"], fields["sub_min_u6"]
+        sup, j = divmod(b, ls.shape[1])
+        d, dmin = float(fields["scale_fp16"][sup]), float(fields["min_fp16"][sup])
+        return f"d {d:.5g} × {int(ls[sup, j])}, dmin {dmin:.5g} × {int(lm[sup, j])}"
+    if "sub_scale_i8" in fields:  # q6_k: 16 sub-blocks, an int8 scale each
+        sc = fields["sub_scale_i8"]
+        sup, j = divmod(b, sc.shape[1])
+        return f"d {float(fields['scale_fp16'][sup]):.5g} × {int(sc[sup, j])}"
+    return None
+
+
 def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
     from labs.quant import FORMATS, quantize
     from labs.quant.metrics import error_report
@@ -303,6 +324,7 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
                 scale=float(stored[s_idx]),
                 effective_scale=float(scale.reshape(-1)[b]),
                 offset=None if offset is None else float(offset.reshape(-1)[b]),
+                stored=_two_level_scale(q.fields, b),
                 values=[float(v) for v in xb[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
                 codes=[int(c) for c in q.qdata[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
                 dequantized=[float(v) for v in db[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
@@ -325,7 +347,7 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
         [
             [
                 bv.index,
-                bv.scale,
+                bv.stored or bv.scale,
                 bv.effective_scale,
                 max(abs(v) for v in bv.values),
                 max(abs(d - v) for v, d in zip(bv.values, bv.dequantized, strict=True)),

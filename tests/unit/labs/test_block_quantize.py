@@ -22,3 +22,22 @@ def test_a_floor_scale_still_clips() -> None:
     result, _ = run_lab(lab, {"format": "mxfp4", "distribution": "custom", "values": values})
     m = result.metrics
     assert m.clipped == 1 and m.clipping_mse == pytest.approx(1.5**2 / 32)
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+def test_k_quants_show_how_each_sub_block_scale_is_stored(fmt: str) -> None:
+    import re
+
+    result, events = run_lab(lab, {"format": fmt, "shape": [2, 512], "seed": 3})
+    for block in result.first_blocks:
+        assert block.stored is not None
+        d, k = re.match(r"d (\S+) × (-?\d+)", block.stored).groups()  # type: ignore[union-attr]
+        # The effective scale is the fp16 super-block scale times the integer one.
+        assert block.effective_scale == pytest.approx(float(d) * int(k), rel=1e-4)
+    assert ("dmin" in result.first_blocks[0].stored) == (fmt == "q4_k")
+    table = next(
+        data for kind, data in events if kind == "table" and data["title"] == "first blocks"
+    )
+    assert table["rows"][0][1] == result.first_blocks[0].stored
+    plain, _ = run_lab(lab, {"format": "q4_0", "shape": [2, 64]})
+    assert all(b.stored is None for b in plain.first_blocks)
