@@ -114,6 +114,16 @@ class Proxied:
     ports: list[int]
     nginx: Nginx
     url: str
+    listen: str
+    tmp: str
+
+    def configure(self, ports: list[int]) -> None:
+        """Rewrite the proxy's config for these replicas and reload it (the
+        documented step after scaling)."""
+        upstreams = [f"127.0.0.1:{p}" for p in ports]
+        self.nginx.conf.write_text(render_config(upstreams, self.listen, self.tmp))
+        reload = subprocess.run(self.nginx.args("-s", "reload"), capture_output=True, text=True)
+        assert reload.returncode == 0, reload.stderr
 
     def learner(self) -> httpx.Client:
         c = httpx.Client(base_url=self.url, timeout=30)
@@ -171,7 +181,7 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
                 nginx.start()
                 url = f"http://127.0.0.1:{listen}"
                 wait_for(lambda: _healthy(url), 20, lambda: nginx.log.read_text() if nginx else "")
-                yield Proxied(s, [s.server, second], ports, nginx, url)
+                yield Proxied(s, [s.server, second], ports, nginx, url, f"127.0.0.1:{listen}", tmp)
             finally:
                 if nginx is not None:
                     nginx.stop()
@@ -500,3 +510,49 @@ def test_retries_only_what_no_replica_received_and_503s_pass_through(up: Proxied
     finally:
         stub.close()
         up.restart_replica(1)
+
+
+def test_a_reload_after_scaling_out_adds_a_replica_without_dropping_requests(
+    up: Proxied,
+) -> None:
+    """docs/deploy.md: after `--scale web=N`, reload the proxy. A third replica joins
+    the rotation on reload while learners keep browsing, none of them refused."""
+    third_port = free_port()
+    third = Proc(
+        "server3", [sys.executable, *SERVER, str(third_port)], up.stack.env, up.stack.log_dir
+    )
+    third.start()
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def browse() -> None:
+        with httpx.Client(base_url=up.url, timeout=30) as c:
+            while not stop.is_set():
+                try:
+                    statuses.append(c.get("/terms").status_code)
+                except httpx.HTTPError:  # a dropped or refused connection
+                    statuses.append(0)
+
+    try:
+        wait_for(
+            lambda: _healthy(f"http://127.0.0.1:{third_port}"),
+            60,
+            lambda: "third replica did not start:\n" + third.tail(),
+        )
+        learner = threading.Thread(target=browse, daemon=True)
+        learner.start()
+        before = len(up.nginx.access())
+        up.configure([*up.ports, third_port])
+
+        def third_serves() -> bool:
+            httpx.get(up.url + "/healthz", timeout=10)
+            return third_port in upstream_ports(up.nginx.access()[before:])
+
+        wait_for(third_serves, 20, "the third replica never received a request")
+        stop.set()
+        learner.join(30)
+        assert statuses and set(statuses) == {200}, Counter(statuses)
+    finally:
+        stop.set()
+        up.configure(up.ports)
+        third.stop()
