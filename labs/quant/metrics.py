@@ -61,18 +61,10 @@ class ErrorSplit:
 
 
 @dataclass(frozen=True)
-class ErrorReport:
+class ErrorReport(ErrorSplit):
+    """The error split of a quantized tensor, with its format and storage."""
+
     format: str
-    numel: int
-    mse: float
-    rmse: float
-    sqnr_db: float
-    max_abs_error: float
-    mean_abs_error: float
-    rounding_mse: float
-    clipping_mse: float
-    clipped_count: int
-    clipped_fraction: float
     bits_per_value: float
     nbytes: int
     payload_bytes: int

@@ -39,8 +39,8 @@ from labs.quant.packing import le_bytes, pack_nibbles
 if TYPE_CHECKING:
     import torch
 
-SCALE_DTYPES = ("fp32", "fp16")
 SCALE_DTYPE_BYTES = {"fp32": C.FP32_BYTES, "fp16": C.FP16_BYTES}
+SCALE_DTYPES = tuple(SCALE_DTYPE_BYTES)
 
 
 @dataclass(frozen=True)
