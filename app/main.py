@@ -171,6 +171,26 @@ def _install_error_pages(app: FastAPI) -> None:
             )
         return JSONResponse({"detail": errors}, status_code=422)
 
+    def error_response(
+        request: Request,
+        status: int,
+        detail: str,
+        json_extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        """The error page for a browser, ``{"detail": …}`` for an API client."""
+        if _wants_html(request):
+            resp = render(
+                request,
+                "error.html",
+                {"status": status, "detail": detail, "suggestions": []},
+                status_code=status,
+            )
+            resp.headers.update(headers or {})
+            return resp
+        body = {"detail": detail, **(json_extra or {})}
+        return JSONResponse(body, status_code=status, headers=headers)
+
     async def storage_unavailable(request: Request, exc: Exception) -> Response:
         rid = getattr(request.state, "request_id", "")
         detail, retry = storage_error_message(exc)
@@ -179,16 +199,7 @@ def _install_error_pages(app: FastAPI) -> None:
             extra={"request_id": rid, "error": f"{type(exc).__name__}: {str(exc)[:300]}"},
         )
         headers = {"Retry-After": str(retry)}
-        if _wants_html(request):
-            resp = render(
-                request,
-                "error.html",
-                {"status": 503, "detail": detail, "suggestions": []},
-                status_code=503,
-            )
-            resp.headers.update(headers)
-            return resp
-        return JSONResponse({"detail": detail, "request_id": rid}, status_code=503, headers=headers)
+        return error_response(request, 503, detail, {"request_id": rid}, headers)
 
     @app.exception_handler(ClientDisconnect)
     async def client_gone(request: Request, exc: ClientDisconnect) -> Response:
@@ -210,14 +221,7 @@ def _install_error_pages(app: FastAPI) -> None:
                 "error": str(exc.orig)[:300],
             },
         )
-        if _wants_html(request):
-            return render(
-                request,
-                "error.html",
-                {"status": 422, "detail": UNSTORABLE_MESSAGE, "suggestions": []},
-                status_code=422,
-            )
-        return JSONResponse({"detail": UNSTORABLE_MESSAGE}, status_code=422)
+        return error_response(request, 422, UNSTORABLE_MESSAGE)
 
     # A database that is restarting, unreachable, locked too long or out of disk
     # is an outage to report clearly (503 + Retry-After), not a bug (500).

@@ -121,12 +121,13 @@ class RunCollector(Collector):
 def install(app: FastAPI) -> None:
     settings = app.state.settings
     uses_disk = not settings.database_url or not settings.queue_url
-    collector = RunCollector(app.state.sessionmaker, settings.data_dir if uses_disk else None)
+    # Per app (its own database), not in the process-wide REGISTRY.
+    runs_registry = CollectorRegistry()
+    runs_registry.register(
+        RunCollector(app.state.sessionmaker, settings.data_dir if uses_disk else None)
+    )
 
     @app.get("/metrics", include_in_schema=False)
     def metrics_endpoint(request: Request) -> Response:
-        body = generate_latest(REGISTRY)
-        reg = CollectorRegistry()
-        reg.register(collector)
-        body += generate_latest(reg)
+        body = generate_latest(REGISTRY) + generate_latest(runs_registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
