@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from app import review
@@ -151,10 +151,16 @@ def search(session: Session, learner: str, q: str = "", limit: int = 200) -> lis
             NotebookEntry.lab_id,
             NotebookEntry.source,
         )
-        from sqlalchemy import func
-
         stmt = stmt.where(or_(*(func.lower(f).like(like, escape="\\") for f in fields)))
     return list(session.scalars(stmt.order_by(NotebookEntry.created_at.desc()).limit(limit)))
+
+
+def verdict(correct: bool | None) -> str:
+    """How a graded numeric prediction did ("" before it is graded)."""
+    if correct is None:
+        return ""
+    limit = f"{PREDICTION_TOLERANCE:.0%}".replace("%", " %")
+    return f"within {limit}" if correct else f"off by more than {limit}"
 
 
 def _fmt(v: float | None) -> str:
@@ -181,13 +187,9 @@ def to_markdown(entries: list[NotebookEntry], runs_by_id: dict[str, Run]) -> str
                 out.append(f"- **Environment:** {where}")
         out.append(f"- **Prediction:** {e.prediction or '—'}")
         if e.predicted_value is not None:
-            verdict = (
-                ""
-                if e.prediction_correct is None
-                else (" ✓ within 10 %" if e.prediction_correct else " ✗ off by more than 10 %")
-            )
+            mark = {True: " ✓ ", False: " ✗ ", None: ""}[e.prediction_correct]
             out.append(
-                f"- **Predicted {e.metric}:** {_fmt(e.predicted_value)} {e.predicted_unit or ''} · **actual:** {_fmt(e.actual_value)}{verdict}"
+                f"- **Predicted {e.metric}:** {_fmt(e.predicted_value)} {e.predicted_unit or ''} · **actual:** {_fmt(e.actual_value)}{mark}{verdict(e.prediction_correct)}"
             )
         out.append(f"- **Next diagnostic step:** {e.next_step or '—'}")
         out.append(f"- **Evidence kept:** {e.evidence or '—'}")

@@ -36,9 +36,8 @@ def run_report(run: Run, title: str, entry: Any) -> str:
         lines += ["", "## Prediction", "", entry.prediction or "—"]
         if entry.predicted_value is not None:
             actual = "—" if entry.actual_value is None else _md(entry.actual_value)
-            verdict = {True: " (within 10 %)", False: " (off by more than 10 %)", None: ""}[
-                entry.prediction_correct
-            ]
+            graded = notebook.verdict(entry.prediction_correct)
+            verdict = f" ({graded})" if graded else ""
             lines.append(
                 f"\nPredicted `{entry.metric}` = {_md(entry.predicted_value)} {entry.predicted_unit}; actual {actual}{verdict}."
             )
