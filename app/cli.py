@@ -124,21 +124,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def worker_check(settings) -> int:  # type: ignore[no-untyped-def]
     """Container health check: a worker on this host heartbeat within the reaper grace."""
     import socket
-    from datetime import timedelta
 
     from sqlalchemy import select
 
-    from app.db import Worker, make_engine, make_sessionmaker, utcnow
+    from app.db import Worker, make_engine, make_sessionmaker
+    from labs.runtime.runs import worker_is_live
 
     engine = make_engine(settings.db_url)
     try:
         with make_sessionmaker(engine)() as s:
-            since = utcnow() - timedelta(seconds=settings.reaper_grace_seconds)
             alive = s.scalar(
                 select(Worker.id).where(
-                    Worker.host == socket.gethostname(),
-                    Worker.status == "up",
-                    Worker.last_heartbeat >= since,
+                    Worker.host == socket.gethostname(), worker_is_live(settings)
                 )
             )
     finally:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import CursorResult, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import FINAL_STATUSES, Learner, Run, RunEvent, Worker, utcnow
@@ -202,12 +202,16 @@ def queue_position(session: Session, run: Run) -> int | None:
     return int(ahead or 0) + 1
 
 
-def live_workers(session: Session, queue: str, settings: Settings) -> int:
-    """Workers that take ``queue`` and heartbeat within the reaper grace."""
+def worker_is_live(settings: Settings) -> ColumnElement[bool]:
+    """A worker that is up and has heartbeat within the reaper grace (the reaper
+    marks the others lost)."""
     since = utcnow() - timedelta(seconds=settings.reaper_grace_seconds)
-    rows = session.scalars(
-        select(Worker.queues).where(Worker.status == "up", Worker.last_heartbeat >= since)
-    )
+    return and_(Worker.status == "up", Worker.last_heartbeat >= since)
+
+
+def live_workers(session: Session, queue: str, settings: Settings) -> int:
+    """Live workers that take ``queue``."""
+    rows = session.scalars(select(Worker.queues).where(worker_is_live(settings)))
     return sum(1 for queues in rows if queue in queues.split(","))
 
 

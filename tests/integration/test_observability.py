@@ -87,11 +87,11 @@ def test_the_compose_gpu_worker_without_a_gpu_serves_cpu_and_leaves_gpu_runs_que
     from sqlalchemy import select
 
     from app.db import Worker
-    from tests.integration.conftest import Proc
+    from tests.integration.conftest import WORKER, Proc
 
     live.stop_workers()
     env = {**live.env, "LOWBIT_WORKER_QUEUES": "gpu,cpu"}
-    proc = Proc("worker-gpu", [sys.executable, "-m", "app.cli", "worker"], env, live.log_dir)
+    proc = Proc("worker-gpu", [sys.executable, *WORKER], env, live.log_dir)
     proc.start()
     try:
         live.wait_worker(proc)
@@ -228,3 +228,31 @@ def test_metrics_and_logs_after_real_runs_and_sandbox_kills(live: Stack) -> None
 
 def _json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_worker_check_is_healthy_only_while_a_worker_on_this_host_heartbeats(
+    live: Stack,
+) -> None:
+    """`lowbit worker --check`, the worker images' HEALTHCHECK."""
+    import os
+    import subprocess
+    import sys
+
+    from app.settings import ROOT
+    from tests.integration.conftest import WORKER
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *WORKER, "--check"],
+            cwd=ROOT,
+            env={**os.environ, **live.env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    healthy = check()
+    assert (healthy.returncode, healthy.stderr.strip()) == (0, "worker healthy")
+    live.stop_workers()  # each marks itself stopped
+    gone = check()
+    assert (gone.returncode, gone.stderr.strip()) == (1, "no live worker on this host")
