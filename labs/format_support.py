@@ -593,7 +593,8 @@ def _gpu_row(
 ) -> GpuPath:
     rule = decide(format_key, sm)
     model = get_model(model_id)
-    weights = memory.weight_bytes(model, resident_key(format_key, rule))
+    resident = resident_key(format_key, rule)
+    weights = memory.weight_bytes(model, resident)
     return GpuPath(
         gpu=gpu_id,
         name=name,
@@ -606,8 +607,7 @@ def _gpu_row(
         fits_weights_only=None if reg is None else weights <= reg.memory_bytes,
         decode_tokens_per_s_bound=None
         if reg is None
-        else reg.bandwidth_bytes_per_s
-        / memory.weight_bytes_read_per_step(model, resident_key(format_key, rule), 1, 1),
+        else reg.bandwidth_bytes_per_s / memory.weight_bytes_read_per_step(model, resident, 1, 1),
         compute_speedup=compute_speedup(reg, rule),
     )
 
@@ -691,14 +691,13 @@ def run(params: Params, ctx: Context) -> Result:
     ctx.progress(0.3, "looking up the kernel path")
     model = get_model(params.model)
     file_bytes = memory.weight_bytes(model, spec.memory_key)
-    resident_bytes = memory.weight_bytes(model, resident_key(spec.key, rule))
+    resident = resident_key(spec.key, rule)
+    resident_bytes = memory.weight_bytes(model, resident)
     file_bits = file_bits_per_param(spec.key)
     resident_bits = resident_bits_per_param(spec.key, rule)
     ratio = resident_bits / BASELINE_BITS
     bf16_read = memory.weight_bytes_read_per_step(model, "bf16", 1, 1)
-    whole_model_bound = bf16_read / memory.weight_bytes_read_per_step(
-        model, resident_key(spec.key, rule), 1, 1
-    )
+    whole_model_bound = bf16_read / memory.weight_bytes_read_per_step(model, resident, 1, 1)
     speedup = compute_speedup(reg, rule)
 
     rows = [
@@ -820,7 +819,7 @@ def run(params: Params, ctx: Context) -> Result:
         ),
         {"labels": labels, "tokens_per_s": values},
     )
-    quantized = memory.WEIGHT_FORMATS[resident_key(spec.key, rule)].quantized
+    quantized = memory.WEIGHT_FORMATS[resident].quantized
     speed = _speed_text(rule, ratio, whole_model_bound, speedup, quantized)
     ctx.log(verdict)
     ctx.log(f"Meaning: {PATH_MEANING[rule.path]}.")
