@@ -10,6 +10,7 @@ server leave a running one behind.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -48,6 +49,7 @@ STACK_SETTINGS = {
 }
 
 SERVER = ["-m", "app.cli", "serve", "--port"]
+WORKER = ["-m", "app.cli", "worker"]
 
 
 class Proc:
@@ -161,7 +163,7 @@ class Stack:
         """Start `lowbit worker` number ``index``; with ``wait``, until it has registered."""
         proc = Proc(
             "worker" if index == 0 else f"worker{index}",
-            [sys.executable, "-m", "app.cli", "worker"],
+            [sys.executable, *WORKER],
             self.env,
             self.log_dir,
         )
@@ -284,6 +286,33 @@ def start(client: httpx.Client, lab: str, params: dict[str, Any] | None = None) 
     r = client.post(f"/api/labs/{lab}/runs", json=params or {})
     assert r.status_code == 202, r.text
     return str(r.json()["id"])
+
+
+def read_sse(
+    client: httpx.Client, path: str, headers: dict[str, str] | None = None
+) -> list[tuple[str, str | None, Any]]:
+    """(event, id, data) for every event of a stream, until it ends."""
+    out: list[tuple[str, str | None, Any]] = []
+    with client.stream("GET", path, headers=headers or {}, timeout=60) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        event, eid, data = "message", None, []
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("id: "):
+                eid = line[4:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+            elif line == "" and data:
+                text = "\n".join(data)
+                try:
+                    payload: Any = json.loads(text)
+                except ValueError:
+                    payload = text
+                out.append((event, eid, payload))
+                event, eid, data = "message", None, []
+    return out
 
 
 def _postgres_database(name: str) -> tuple[str, Callable[[], None]]:

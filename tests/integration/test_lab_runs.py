@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 from typing import Any
 
@@ -11,36 +10,9 @@ from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
 from app.db import Run
-from tests.integration.conftest import Stack, start, wait_final, wait_for
+from tests.integration.conftest import Stack, read_sse, start, wait_final, wait_for
 
 FINAL = ("succeeded", "failed", "timed_out", "cancelled")
-
-
-def read_sse(
-    client: httpx.Client, path: str, headers: dict[str, str] | None = None
-) -> list[tuple[str, str | None, Any]]:
-    """(event, id, data) for every event of a stream, until it ends."""
-    out: list[tuple[str, str | None, Any]] = []
-    with client.stream("GET", path, headers=headers or {}, timeout=60) as r:
-        assert r.status_code == 200
-        assert r.headers["content-type"].startswith("text/event-stream")
-        event, eid, data = "message", None, []
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("id: "):
-                eid = line[4:]
-            elif line.startswith("data: "):
-                data.append(line[6:])
-            elif line == "" and data:
-                text = "\n".join(data)
-                try:
-                    payload: Any = json.loads(text)
-                except ValueError:
-                    payload = text
-                out.append((event, eid, payload))
-                event, eid, data = "message", None, []
-    return out
 
 
 def test_api_lists_labs_with_their_schema(live: Stack) -> None:

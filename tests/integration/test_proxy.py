@@ -39,6 +39,7 @@ from tests.integration.conftest import (
     _postgres_database,
     _redis_database,
     open_stack,
+    read_sse,
     start,
     wait_final,
     wait_for,
@@ -139,9 +140,20 @@ class Proxied:
 
     def restart_replica(self, index: int) -> None:
         self.replicas[index].start()
-        url = f"http://127.0.0.1:{self.ports[index]}"
-        proc = self.replicas[index]
-        wait_for(lambda: _healthy(url), 60, lambda: "replica did not restart:\n" + proc.tail())
+        wait_replica(self.replicas[index], self.ports[index])
+
+
+def start_replica(stack: Stack, name: str, port: int) -> Proc:
+    """Another `lowbit serve` of ``stack`` on ``port``, started and answering."""
+    proc = Proc(name, [sys.executable, *SERVER, str(port)], stack.env, stack.log_dir)
+    proc.start()
+    wait_replica(proc, port)
+    return proc
+
+
+def wait_replica(proc: Proc, port: int) -> None:
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: _healthy(url), 60, lambda: f"{proc.name} did not start:\n" + proc.tail())
 
 
 @pytest.fixture(scope="module")
@@ -160,14 +172,8 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
         with open_stack("proxy", root, env, n_workers=1) as s:
             assert s.server is not None
             second_port = free_port()
-            second = Proc("server2", [sys.executable, *SERVER, str(second_port)], s.env, s.log_dir)
-            second.start()
+            second = start_replica(s, "server2", second_port)
             try:
-                wait_for(
-                    lambda: _healthy(f"http://127.0.0.1:{second_port}"),
-                    60,
-                    lambda: "second replica did not start:\n" + second.tail(),
-                )
                 ports = [s.port, second_port]
                 listen = free_port()
                 conf_dir = root / "nginx"
@@ -339,26 +345,11 @@ def test_event_streams_arrive_live_through_the_proxy(up: Proxied, stream: str) -
     kinds = {e for e, _ in rest}
     assert kinds & {"log", "result", "output"}, kinds
     if stream.startswith("/api/"):
-        ids = [line for line in full_stream(learner, stream.format(id=run_id)) if line]
+        path = stream.format(id=run_id)
+        ids = [i for _, i, _ in read_sse(learner, path) if i]
         assert len(ids) >= 3
-        resumed = full_stream(learner, stream.format(id=run_id), {"Last-Event-ID": ids[1]})
-        assert [i for i in resumed if i] == ids[2:]
-
-
-def full_stream(c: httpx.Client, path: str, headers: dict[str, str] | None = None) -> list[str]:
-    """The ``id:`` of every event of a finished run's stream, in order ("" for events
-    without one)."""
-    out: list[str] = []
-    with c.stream("GET", path, headers=headers or {}, timeout=30) as r:
-        assert r.status_code == 200
-        eid = ""
-        for line in r.iter_lines():
-            if line.startswith("id:"):
-                eid = line.split(":", 1)[1].strip()
-            elif line == "":
-                out.append(eid)
-                eid = ""
-    return out
+        resumed = read_sse(learner, path, {"Last-Event-ID": ids[1]})
+        assert [i for _, i, _ in resumed if i] == ids[2:]
 
 
 def runs_of(stack: Stack, learner_id: Any) -> list[str]:
@@ -518,10 +509,7 @@ def test_a_reload_after_scaling_out_adds_a_replica_without_dropping_requests(
     """docs/deploy.md: after `--scale web=N`, reload the proxy. A third replica joins
     the rotation on reload while learners keep browsing, none of them refused."""
     third_port = free_port()
-    third = Proc(
-        "server3", [sys.executable, *SERVER, str(third_port)], up.stack.env, up.stack.log_dir
-    )
-    third.start()
+    third = start_replica(up.stack, "server3", third_port)
     statuses: list[int] = []
     stop = threading.Event()
 
@@ -534,11 +522,6 @@ def test_a_reload_after_scaling_out_adds_a_replica_without_dropping_requests(
                     statuses.append(0)
 
     try:
-        wait_for(
-            lambda: _healthy(f"http://127.0.0.1:{third_port}"),
-            60,
-            lambda: "third replica did not start:\n" + third.tail(),
-        )
         learner = threading.Thread(target=browse, daemon=True)
         learner.start()
         before = len(up.nginx.access())
