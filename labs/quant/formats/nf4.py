@@ -31,12 +31,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from labs.quant import constants as C
 from labs.quant.blockops import block_absmax, nonzero_divisor
-from labs.quant.core import Format, Layout
+from labs.quant.core import Format
 from labs.quant.packing import le_bytes, pack_nibbles
+from labs.quant.spec import FP32_BITS, SPECS, FormatKey, FormatSpec
 
 if TYPE_CHECKING:
     import torch
@@ -152,39 +153,24 @@ def dynamic_map() -> tuple[float, ...]:
 class NF4(Format, key="nf4"):
     double_quant: bool = False
 
-    layout_kind: ClassVar[str] = "flat"
-    element: ClassVar[str] = "NF4 (16-entry normal-quantile table)"
-    scale_type: ClassVar[str] = "fp32 absmax (8-bit + fp32 per 256 with double_quant)"
-    reference: ClassVar[str] = "QLoRA NF4; bit-exact with bitsandbytes quantize_4bit (CPU)"
-
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.double_quant, bool):
             raise ValueError(f"nf4: double_quant must be True or False, got {self.double_quant!r}")
 
     @property
-    def block_size(self) -> int:
-        return C.NF4_BLOCK_SIZE
-
-    @property
-    def bits_per_value(self) -> float:
+    def spec(self) -> FormatSpec:
+        row = SPECS[FormatKey.NF4]
         if not self.double_quant:
-            return C.NIBBLE_BITS + C.FP32_BYTES * C.BITS_PER_BYTE / C.NF4_BLOCK_SIZE
-        second_level = C.FP32_BYTES * C.BITS_PER_BYTE / C.NF4_DOUBLE_QUANT_BLOCK_SIZE
-        return C.NIBBLE_BITS + (C.BITS_PER_BYTE + second_level) / C.NF4_BLOCK_SIZE
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return -(-layout.stored * C.NIBBLE_BITS // C.BITS_PER_BYTE)
-
-    def storage_bytes(self, layout: Layout) -> int:
-        n_blocks = layout.n_blocks
-        if not self.double_quant:
-            return self.payload_bytes(layout) + n_blocks * C.FP32_BYTES
-        n_second = -(-n_blocks // C.NF4_DOUBLE_QUANT_BLOCK_SIZE)
-        return self.payload_bytes(layout) + n_blocks + n_second * C.FP32_BYTES + C.FP32_BYTES
-
-    def element_range(self) -> tuple[float, float]:
-        return -C.NF4_NORMALIZED_MAX, C.NF4_NORMALIZED_MAX
+            return row
+        # QLoRA double quantization: an 8-bit code per block absmax, an fp32 absmax per
+        # 256 of them, and their fp32 mean once per tensor.
+        return row.replace(
+            scale_bits=C.BITS_PER_BYTE,
+            scales_block=C.NF4_DOUBLE_QUANT_BLOCK_SIZE,
+            scales_block_bits=FP32_BITS,
+            tensor_scale_bits=FP32_BITS,
+        )
 
     def block_scales(
         self, stats: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -245,11 +231,6 @@ class NF4(Format, key="nf4"):
         _, _, table = _grid_tables(codes.device)
         flat = torch.index_select(table, 0, codes.reshape(-1).to(torch.int32))
         return flat.reshape(codes.shape)
-
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.decode_scales(fields, tensor), None
 
     def pack(
         self,

@@ -1,0 +1,342 @@
+"""The table of formats: every labs.quant format's key, block and stored bits, torch-free.
+
+One row per format, in display order. The format classes derive their sizes from it
+(``block_size``, ``bits_per_value``, ``nbytes``), ``labs.memory`` prices checkpoints with
+it, the labs offer its keys, and a test checks the tables in README.md and docs/quant.md
+against it row by row. A new format is one row here, one class in ``labs/quant/formats``
+and its tests (docs/quant.md, "Adding a format").
+
+A row counts stored bits by role, as arithmetic on named sizes, in the spirit of gguf-py's
+``GGML_QUANT_SIZES`` (``Q4_0: (32, 2 + 16)``: a block of 32 values is an fp16 scale plus
+16 bytes of nibbles). ``block_bytes`` gives that pair back, and a test compares the GGUF
+rows with gguf-py's. Sources, per row: see ``reference`` and labs/quant/constants.py.
+
+Importing this module imports no torch (and nothing but labs.quant.constants), so the web
+process and the budget labs can read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+from labs.quant import constants as C
+
+FP32_BITS = C.FP32_BYTES * C.BITS_PER_BYTE
+FP16_BITS = C.FP16_BYTES * C.BITS_PER_BYTE
+E8M0_BITS = C.E8M0_BYTES * C.BITS_PER_BYTE
+E4M3_BITS = C.E4M3_BYTES * C.BITS_PER_BYTE
+INT8_BITS = C.BITS_PER_BYTE
+INT4_BITS = C.NIBBLE_BITS
+INT4_DEFAULT_GROUP = 128  # the group size GPTQ, AWQ and torchao default to
+Q6_K_SCALE_BITS = C.BITS_PER_BYTE  # q6_K's sub-block scales are int8
+
+
+class FormatKey(StrEnum):
+    """Every labs.quant format key, in display order: integers, float8, MX, NVFP4, NF4,
+    GGUF. A str: ``FormatKey.NVFP4 == "nvfp4"``."""
+
+    INT8 = "int8"
+    INT4 = "int4"
+    FP8_E4M3 = "fp8_e4m3"
+    FP8_E5M2 = "fp8_e5m2"
+    MXFP8_E4M3 = "mxfp8_e4m3"
+    MXFP8_E5M2 = "mxfp8_e5m2"
+    MXFP6_E2M3 = "mxfp6_e2m3"
+    MXFP6_E3M2 = "mxfp6_e3m2"
+    MXFP4 = "mxfp4"
+    NVFP4 = "nvfp4"
+    NF4 = "nf4"
+    Q8_0 = "q8_0"
+    Q4_0 = "q4_0"
+    Q4_1 = "q4_1"
+    Q4_K = "q4_k"
+    Q6_K = "q6_k"
+
+
+def _ceil_div(num: int, den: int) -> int:
+    return -(-num // den)
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """How one format (in one configuration) stores a tensor.
+
+    ``block_size`` values share ``scale_bits`` of scales and ``zero_point_bits`` of zero
+    points or minimums; ``block_size=None`` means they are stored once per row when
+    ``scale_bits`` is set, else only per tensor. ``tensor_scale_bits`` are stored once
+    per tensor. ``sub_block_size``: the k-quants' unit of one effective scale inside a
+    block. ``scales_block``: QLoRA double quantization, a ``scales_block_bits`` scale per
+    that many block scales. ``flat``: blocks cut the flattened tensor, not each row.
+    Element values (before scaling) lie in [``element_min``, ``element_max``].
+    """
+
+    key: str
+    element: str  # the element type, for docs and labs: "E2M1", "int4", ...
+    element_bits: int
+    element_min: float
+    element_max: float
+    block_size: int | None
+    scale_type: str  # the stored scale type: "E8M0", "fp16", ...
+    scale_bits: int
+    reference: str  # what the implementation matches
+    zero_point_bits: int = 0
+    tensor_scale_bits: int = 0
+    sub_block_size: int | None = None
+    scales_block: int | None = None
+    scales_block_bits: int = 0
+    flat: bool = False
+    options: str = ""  # what the format's options change, for the docs table
+
+    @property
+    def scale_scope(self) -> str:
+        """Where one scale applies: "block", "channel" (one row) or "tensor"."""
+        if self.block_size is not None:
+            return "block"
+        return "channel" if self.scale_bits else "tensor"
+
+    @property
+    def bits_per_value(self) -> float:
+        """Stored bits per element: element bits plus per-block scales and zero points.
+        Values stored per row or per tensor depend on the shape and are left out."""
+        block = self.block_size
+        if block is None:
+            return float(self.element_bits)
+        shared = self.scales_block_bits / self.scales_block if self.scales_block else 0
+        # Each part divided on its own: the sum is then exact for every power-of-two block.
+        return self.element_bits + (
+            self.scale_bits / block + self.zero_point_bits / block + shared / block
+        )
+
+    @property
+    def block_bytes(self) -> tuple[int, int] | None:
+        """gguf-py's ``(block size, bytes per block)``; None without a fixed block or
+        when blocks share second-level scales."""
+        if self.block_size is None or self.scales_block:
+            return None
+        bits = self.block_size * self.element_bits + self.scale_bits + self.zero_point_bits
+        return self.block_size, _ceil_div(bits, C.BITS_PER_BYTE)
+
+    @property
+    def block_bytes_text(self) -> str:
+        """Bytes per block as a sum: scales + zero points + elements ("2 + 16" for q4_0),
+        or "" when ``block_bytes`` is None."""
+        if self.block_bytes is None:
+            return ""
+        assert self.block_size is not None
+        parts = (self.scale_bits, self.zero_point_bits, self.block_size * self.element_bits)
+        return " + ".join(f"{bits / C.BITS_PER_BYTE:g}" for bits in parts if bits)
+
+    def _groups(self, n_rows: int, row_len: int) -> tuple[int, int]:
+        """Stored elements (padding included) and scale groups of an (n_rows, row_len)
+        tensor (flat formats: one row of every element)."""
+        if self.block_size is not None:
+            per_row = _ceil_div(row_len, self.block_size)
+            return n_rows * per_row * self.block_size, n_rows * per_row
+        return n_rows * row_len, n_rows if self.scale_bits or self.zero_point_bits else 0
+
+    def payload_bytes(self, n_rows: int, row_len: int) -> int:
+        """Bytes of element codes alone, padding included."""
+        stored, _ = self._groups(n_rows, row_len)
+        return _ceil_div(stored * self.element_bits, C.BITS_PER_BYTE)
+
+    def storage_bytes(self, n_rows: int, row_len: int) -> int:
+        """Every stored byte of an (n_rows, row_len) tensor: codes, block or row scales,
+        zero points, second-level scales and per-tensor values, each byte-aligned; the
+        last block of each row is padded to a whole block."""
+        _, groups = self._groups(n_rows, row_len)
+        total = self.payload_bytes(n_rows, row_len)
+        total += _ceil_div(groups * self.scale_bits, C.BITS_PER_BYTE)
+        total += _ceil_div(groups * self.zero_point_bits, C.BITS_PER_BYTE)
+        if self.scales_block:
+            total += _ceil_div(groups, self.scales_block) * self.scales_block_bits // 8
+        return total + _ceil_div(self.tensor_scale_bits, C.BITS_PER_BYTE)
+
+    def replace(self, **changes: object) -> FormatSpec:
+        """This row with some fields changed (a configuration of the format)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def with_granularity(
+        self,
+        granularity: str | int,
+        scale_bits: int,
+        scale_type: str,
+        zero_point_bits: int = 0,
+    ) -> FormatSpec:
+        """This row with one ``scale_bits`` scale (and zero point) per tensor
+        (``"tensor"``), per row (``"channel"``) or per block of ``granularity`` values."""
+        if granularity == "tensor":
+            return self.replace(
+                block_size=None,
+                scale_bits=0,
+                zero_point_bits=0,
+                tensor_scale_bits=scale_bits + zero_point_bits,
+                scale_type=scale_type,
+            )
+        return self.replace(
+            block_size=None if granularity == "channel" else granularity,
+            scale_bits=scale_bits,
+            zero_point_bits=zero_point_bits,
+            tensor_scale_bits=0,
+            scale_type=scale_type,
+        )
+
+
+_AFFINE = (
+    "absmax / min-max affine quantization as in torchao quantize_affine and PyTorch "
+    "observers (round half to even)"
+)
+_GRANULAR_OPTIONS = "granularity: tensor, channel (row) or a block size"
+_INTEGER_OPTIONS = f"{_GRANULAR_OPTIONS}; zero_point; scale_dtype fp16"
+_OFP8 = "OFP8 rev 1.0 elements; torch float8 casts after clamping (bit-identical)"
+_MX = "OCP MX v1.0; bit-exact with torchao prototype.mx_formats to_mx"
+_MX_OPTIONS = "scale_rounding: floor (OCP) or rceil (NVIDIA)"
+_GGUF = "llama.cpp quantize_row_*_ref; bit-exact with gguf-py quants.py"
+_K_QUANT = (
+    "llama.cpp quantize_row_q*_K_ref (no importance matrix), bit for bit; layout "
+    "read back by gguf-py's dequantizer"
+)
+
+
+def _mx(key: FormatKey, element: str, bits: int, max_normal: float) -> FormatSpec:
+    # OCP MX v1.0 section 5: k = 32 elements share one E8M0 scale (mxfp4: (32, 1 + 16)).
+    return FormatSpec(
+        key, element, bits, -max_normal, max_normal, C.MX_BLOCK_SIZE, "E8M0", E8M0_BITS, _MX,
+        options=_MX_OPTIONS,
+    )  # fmt: skip
+
+
+_ROWS = (
+    # Per row by default: one fp32 scale for each output channel.
+    FormatSpec(
+        FormatKey.INT8, "int8", INT8_BITS, -C.INT8_SYMMETRIC_MAX, C.INT8_SYMMETRIC_MAX,
+        None, "fp32", FP32_BITS, _AFFINE, options=_INTEGER_OPTIONS,
+    ),
+    # (128, 4 + 64): an fp32 scale and 64 bytes of nibbles per group of 128.
+    FormatSpec(
+        FormatKey.INT4, "int4", INT4_BITS, -C.INT4_SYMMETRIC_MAX, C.INT4_SYMMETRIC_MAX,
+        INT4_DEFAULT_GROUP, "fp32", FP32_BITS, _AFFINE, options=_INTEGER_OPTIONS,
+    ),
+    # One fp32 scale per tensor by default.
+    FormatSpec(
+        FormatKey.FP8_E4M3, "E4M3", INT8_BITS, -C.F8_E4M3_MAX, C.F8_E4M3_MAX,
+        None, "fp32", 0, _OFP8, tensor_scale_bits=FP32_BITS, options=_GRANULAR_OPTIONS,
+    ),
+    FormatSpec(
+        FormatKey.FP8_E5M2, "E5M2", INT8_BITS, -C.F8_E5M2_MAX, C.F8_E5M2_MAX,
+        None, "fp32", 0, _OFP8, tensor_scale_bits=FP32_BITS, options=_GRANULAR_OPTIONS,
+    ),
+    _mx(FormatKey.MXFP8_E4M3, "E4M3", INT8_BITS, C.F8_E4M3_MAX),
+    _mx(FormatKey.MXFP8_E5M2, "E5M2", INT8_BITS, C.F8_E5M2_MAX),
+    _mx(FormatKey.MXFP6_E2M3, "E2M3", 6, C.F6_E2M3_MAX),
+    _mx(FormatKey.MXFP6_E3M2, "E3M2", 6, C.F6_E3M2_MAX),
+    _mx(FormatKey.MXFP4, "E2M1", C.NIBBLE_BITS, C.F4_E2M1_MAX),
+    # (16, 1 + 8) plus an fp32 scale per tensor.
+    FormatSpec(
+        FormatKey.NVFP4, "E2M1", C.NIBBLE_BITS, -C.F4_E2M1_MAX, C.F4_E2M1_MAX,
+        C.NVFP4_BLOCK_SIZE, "E4M3 per block + FP32 per tensor", E4M3_BITS,
+        "NVIDIA NVFP4; bit-exact with torchao nvfp4_quantize (two-level)",
+        tensor_scale_bits=FP32_BITS,
+    ),
+    # (64, 4 + 32) over the flattened tensor: an fp32 absmax and 32 bytes of nibbles.
+    FormatSpec(
+        FormatKey.NF4, "NF4 (16-entry normal-quantile table)", C.NIBBLE_BITS,
+        -C.NF4_NORMALIZED_MAX, C.NF4_NORMALIZED_MAX, C.NF4_BLOCK_SIZE,
+        "fp32 absmax (8-bit + fp32 per 256 with double_quant)", FP32_BITS,
+        "QLoRA NF4; bit-exact with bitsandbytes quantize_4bit (CPU)", flat=True,
+        options="double_quant",
+    ),
+    # ggml-common.h block_q8_0: (32, 2 + 32), fp16 d then 32 int8 codes.
+    FormatSpec(
+        FormatKey.Q8_0, "int8", INT8_BITS, -C.Q8_0_MAX, C.Q8_0_MAX,
+        C.QK8_0, "fp16", FP16_BITS, _GGUF,
+    ),
+    # block_q4_0: (32, 2 + 16), fp16 d then 16 bytes of nibbles (stored q + 8).
+    FormatSpec(
+        FormatKey.Q4_0, "uint4, offset 8", C.NIBBLE_BITS, C.Q4_0_MAX_NEGATIVE,
+        C.NIBBLE_MAX - C.Q4_0_OFFSET, C.QK4_0, "fp16", FP16_BITS, _GGUF,
+    ),
+    # block_q4_1: (32, 2 + 2 + 16), fp16 d, fp16 m (the block minimum), then nibbles.
+    FormatSpec(
+        FormatKey.Q4_1, "uint4 with fp16 block minimum", C.NIBBLE_BITS, 0, C.NIBBLE_MAX,
+        C.QK4_1, "fp16", FP16_BITS, _GGUF, zero_point_bits=FP16_BITS,
+    ),
+    # block_q4_K: (256, 2 + 2 + 12 + 128), fp16 d and dmin, 8 six-bit sub-block scales
+    # and 8 six-bit mins packed in 12 bytes, then 128 bytes of nibbles.
+    FormatSpec(
+        FormatKey.Q4_K, "uint4 with a per-32 minimum", C.NIBBLE_BITS, 0, C.Q4_K_LEVELS,
+        C.QK_K, "fp16 × 6-bit",
+        FP16_BITS + C.QK_K // C.Q4_K_SUB_BLOCK * C.K_SCALE_BITS, _K_QUANT,
+        zero_point_bits=FP16_BITS + C.QK_K // C.Q4_K_SUB_BLOCK * C.K_SCALE_BITS,
+        sub_block_size=C.Q4_K_SUB_BLOCK,
+    ),
+    # block_q6_K: (256, 128 + 64 + 16 + 2), ql (low nibbles), qh (high 2 bits), the 16
+    # sub-blocks' int8 scales, then fp16 d.
+    FormatSpec(
+        FormatKey.Q6_K, "uint6, offset 32", C.Q6_K_BITS, -C.Q6_K_NMAX, C.Q6_K_NMAX - 1,
+        C.QK_K, "fp16 × int8",
+        C.QK_K // C.Q6_K_SUB_BLOCK * Q6_K_SCALE_BITS + FP16_BITS, _K_QUANT,
+        sub_block_size=C.Q6_K_SUB_BLOCK,
+    ),
+)  # fmt: skip
+
+#: Every format's row (default options), by key, in display order.
+SPECS: MappingProxyType[FormatKey, FormatSpec] = MappingProxyType(
+    {FormatKey(row.key): row for row in _ROWS}
+)
+if tuple(SPECS) != tuple(FormatKey):
+    raise AssertionError("labs.quant.spec: one row per FormatKey, in the enum's order")
+
+
+# --- the table in README.md and docs/quant.md --------------------------------------------
+
+TABLE_HEADER = (
+    "key",
+    "block",
+    "element [range]",
+    "stored scale",
+    "bytes per block",
+    "bits/value",
+    "options",
+    "matches",
+)
+
+
+def _block_text(row: FormatSpec) -> str:
+    if row.block_size is None:
+        return "row" if row.scale_scope == "channel" else "tensor"
+    if row.sub_block_size:
+        per_block = row.block_size // row.sub_block_size
+        return f"{row.block_size} = {per_block} × {row.sub_block_size}"
+    return f"{row.block_size} (flattened)" if row.flat else str(row.block_size)
+
+
+def _bits_text(row: FormatSpec) -> str:
+    text = f"{row.bits_per_value:g}"
+    if row.scale_scope == "channel":
+        text += f" + {row.scale_bits + row.zero_point_bits} bits per row"
+    if row.tensor_scale_bits:
+        text += f" + {row.tensor_scale_bits} bits per tensor"
+    return text
+
+
+def table_row(row: FormatSpec) -> tuple[str, ...]:
+    """One row of the formats table, the cells in ``TABLE_HEADER`` order."""
+    return (
+        f"`{row.key}`",
+        _block_text(row),
+        f"{row.element} [{row.element_min:g}, {row.element_max:g}]",
+        row.scale_type,
+        f"{row.block_bytes_text} = {row.block_bytes[1]}" if row.block_bytes else "",
+        _bits_text(row),
+        row.options,
+        row.reference,
+    )
+
+
+def markdown_table() -> str:
+    """The formats table as Markdown, one line per format (README.md, docs/quant.md)."""
+    lines = [TABLE_HEADER, ("---",) * len(TABLE_HEADER), *map(table_row, SPECS.values())]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
