@@ -36,7 +36,8 @@ Q6_K_SCALE_BITS = C.BITS_PER_BYTE  # q6_K's sub-block scales are int8
 
 class FormatKey(StrEnum):
     """Every labs.quant format key, in display order: integers, float8, MX, NVFP4, NF4,
-    GGUF. A str: ``FormatKey.NVFP4 == "nvfp4"``."""
+    GGUF. A str: ``FormatKey.NVFP4 == "nvfp4"``. A lab that offers some formats lists
+    them as ``Literal[FormatKey.INT8, ...]``."""
 
     INT8 = "int8"
     INT4 = "int4"
@@ -54,6 +55,11 @@ class FormatKey(StrEnum):
     Q4_1 = "q4_1"
     Q4_K = "q4_k"
     Q6_K = "q6_k"
+
+    def __repr__(self) -> str:
+        # The key as written, so that messages listing keys (pydantic's "Input should be
+        # 'int8' or 'int4'") read the same as for plain strings.
+        return repr(self.value)
 
 
 def _ceil_div(num: int, den: int) -> int:
