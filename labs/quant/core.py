@@ -273,12 +273,6 @@ class Format(ABC):
         Default: none."""
         return {}
 
-    def finalize(
-        self, fields: dict[str, torch.Tensor], tensor: dict[str, torch.Tensor]
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """Post-process after all blocks (NF4's double quantization). Default: nothing."""
-        return fields, tensor
-
     def decode_zero_points(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
     ) -> torch.Tensor | None:
@@ -292,15 +286,6 @@ class Format(ABC):
         offset (None when zero), so that ``value = element * scale + offset``. Default:
         the decoded scales, and the decoded zero points as the offset (a block minimum)."""
         return self.decode_scales(fields, tensor), self.decode_zero_points(fields, tensor)
-
-    def dequantize_blocks(
-        self, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None
-    ) -> torch.Tensor:
-        """(n, block_len) codes back to float32, given each block's scale and offset."""
-        out = self.decode_elements(codes).mul_(scale[:, None])
-        if offset is not None:
-            out.add_(offset[:, None])
-        return out
 
     # --- the shared pipeline --------------------------------------------------------------
 
@@ -346,8 +331,16 @@ class Format(ABC):
             chunk = x_blocks[start:stop].to(torch.float32)
             chunk_params = {name: value[start:stop] for name, value in params.items()}
             codes[start:stop] = self.encode_blocks(chunk, chunk_params, tensor)
-        fields, tensor = self.finalize(fields, tensor)
         return QuantizedTensor(self, layout, x.dtype, codes, fields, tensor)
+
+    def dequantize_blocks(
+        self, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None
+    ) -> torch.Tensor:
+        """(n, block_len) codes back to float32, given each block's scale and offset."""
+        out = self.decode_elements(codes).mul_(scale[:, None])
+        if offset is not None:
+            out.add_(offset[:, None])
+        return out
 
 
 def _cat(values: list[torch.Tensor]) -> torch.Tensor:
