@@ -172,16 +172,20 @@ class FormatSpec:
         zero_point_bits: int = 0,
     ) -> FormatSpec:
         """This row with one ``scale_bits`` scale (and zero point) per tensor
-        (``"tensor"``), per row (``"channel"``) or per block of ``granularity`` values."""
+        (``"tensor"``), per row (``"channel"``) or per block of ``granularity`` values.
+        With zero points the grid is asymmetric: unsigned codes 0 .. 2**element_bits - 1."""
+        row = self
+        if zero_point_bits:
+            row = row.replace(element_min=0, element_max=(1 << self.element_bits) - 1)
         if granularity == "tensor":
-            return self.replace(
+            return row.replace(
                 block_size=None,
                 scale_bits=0,
                 zero_point_bits=0,
                 tensor_scale_bits=scale_bits + zero_point_bits,
                 scale_type=scale_type,
             )
-        return self.replace(
+        return row.replace(
             block_size=None if granularity == "channel" else granularity,
             scale_bits=scale_bits,
             zero_point_bits=zero_point_bits,
@@ -322,9 +326,9 @@ def _block_text(row: FormatSpec) -> str:
 def _bits_text(row: FormatSpec) -> str:
     text = f"{row.bits_per_value:g}"
     if row.scale_scope == "channel":
-        text += f" + {row.scale_bits + row.zero_point_bits} bits per row"
+        text += f" (+{row.scale_bits + row.zero_point_bits} bits per row)"
     if row.tensor_scale_bits:
-        text += f" + {row.tensor_scale_bits} bits per tensor"
+        text += f" (+{row.tensor_scale_bits} bits per tensor)"
     return text
 
 

@@ -63,11 +63,9 @@ class IntegerFormat(GranularFormat):
     @property
     def spec(self) -> FormatSpec:
         zero_point_bits = self.bits if self.zero_point else 0
-        row = self.scaled_spec(
+        return self.scaled_spec(
             self.scale_dtype, SCALE_DTYPE_BITS[self.scale_dtype], zero_point_bits
         )
-        # Asymmetric: codes 0..levels, the zero point an unsigned code among them.
-        return row.replace(element_min=0, element_max=self.levels) if self.zero_point else row
 
     @property
     def bits(self) -> int:
