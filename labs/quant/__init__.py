@@ -25,7 +25,6 @@ from labs.quant.constants import (
     F6_E3M2_MAX,
     F8_E4M3_MAX,
     F8_E5M2_MAX,
-    FORMAT_LIMITS,
 )
 from labs.quant.core import (
     Affine,
@@ -37,7 +36,7 @@ from labs.quant.core import (
     quantize,
     registry,
 )
-from labs.quant.spec import SPECS, FormatKey, FormatSpec
+from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey, FormatSpec
 
 #: Every format by key, with its default options, in ``FormatKey`` order.
 FORMATS: MappingProxyType[str, Format] = MappingProxyType(

@@ -94,6 +94,7 @@ class FormatSpec:
     scales_block: int | None = None
     scales_block_bits: int = 0
     flat: bool = False
+    scale_max: float | None = None  # the largest stored block scale, where it is narrow
     options: str = ""  # what the format's options change, for the docs table
 
     @property
@@ -157,7 +158,8 @@ class FormatSpec:
         total += _ceil_div(groups * self.scale_bits, C.BITS_PER_BYTE)
         total += _ceil_div(groups * self.zero_point_bits, C.BITS_PER_BYTE)
         if self.scales_block:
-            total += _ceil_div(groups, self.scales_block) * self.scales_block_bits // 8
+            n_second = _ceil_div(groups, self.scales_block)
+            total += _ceil_div(n_second * self.scales_block_bits, C.BITS_PER_BYTE)
         return total + _ceil_div(self.tensor_scale_bits, C.BITS_PER_BYTE)
 
     def replace(self, **changes: object) -> FormatSpec:
@@ -231,24 +233,24 @@ _ROWS = (
     ),
     # One fp32 scale per tensor by default.
     FormatSpec(
-        FormatKey.FP8_E4M3, "E4M3", INT8_BITS, -C.F8_E4M3_MAX, C.F8_E4M3_MAX,
+        FormatKey.FP8_E4M3, "E4M3", C.F8_BITS, -C.F8_E4M3_MAX, C.F8_E4M3_MAX,
         None, "fp32", 0, _OFP8, tensor_scale_bits=FP32_BITS, options=_GRANULAR_OPTIONS,
     ),
     FormatSpec(
-        FormatKey.FP8_E5M2, "E5M2", INT8_BITS, -C.F8_E5M2_MAX, C.F8_E5M2_MAX,
+        FormatKey.FP8_E5M2, "E5M2", C.F8_BITS, -C.F8_E5M2_MAX, C.F8_E5M2_MAX,
         None, "fp32", 0, _OFP8, tensor_scale_bits=FP32_BITS, options=_GRANULAR_OPTIONS,
     ),
-    _mx(FormatKey.MXFP8_E4M3, "E4M3", INT8_BITS, C.F8_E4M3_MAX),
-    _mx(FormatKey.MXFP8_E5M2, "E5M2", INT8_BITS, C.F8_E5M2_MAX),
-    _mx(FormatKey.MXFP6_E2M3, "E2M3", 6, C.F6_E2M3_MAX),
-    _mx(FormatKey.MXFP6_E3M2, "E3M2", 6, C.F6_E3M2_MAX),
-    _mx(FormatKey.MXFP4, "E2M1", C.NIBBLE_BITS, C.F4_E2M1_MAX),
+    _mx(FormatKey.MXFP8_E4M3, "E4M3", C.F8_BITS, C.F8_E4M3_MAX),
+    _mx(FormatKey.MXFP8_E5M2, "E5M2", C.F8_BITS, C.F8_E5M2_MAX),
+    _mx(FormatKey.MXFP6_E2M3, "E2M3", C.F6_BITS, C.F6_E2M3_MAX),
+    _mx(FormatKey.MXFP6_E3M2, "E3M2", C.F6_BITS, C.F6_E3M2_MAX),
+    _mx(FormatKey.MXFP4, "E2M1", C.F4_BITS, C.F4_E2M1_MAX),
     # (16, 1 + 8) plus an fp32 scale per tensor.
     FormatSpec(
-        FormatKey.NVFP4, "E2M1", C.NIBBLE_BITS, -C.F4_E2M1_MAX, C.F4_E2M1_MAX,
+        FormatKey.NVFP4, "E2M1", C.F4_BITS, -C.F4_E2M1_MAX, C.F4_E2M1_MAX,
         C.NVFP4_BLOCK_SIZE, "E4M3 per block + FP32 per tensor", E4M3_BITS,
         "NVIDIA NVFP4; bit-exact with torchao nvfp4_quantize (two-level)",
-        tensor_scale_bits=FP32_BITS,
+        tensor_scale_bits=FP32_BITS, scale_max=C.F8_E4M3_MAX,
     ),
     # (64, 4 + 32) over the flattened tensor: an fp32 absmax and 32 bytes of nibbles.
     FormatSpec(
@@ -261,17 +263,17 @@ _ROWS = (
     # ggml-common.h block_q8_0: (32, 2 + 32), fp16 d then 32 int8 codes.
     FormatSpec(
         FormatKey.Q8_0, "int8", INT8_BITS, -C.Q8_0_MAX, C.Q8_0_MAX,
-        C.QK8_0, "fp16", FP16_BITS, _GGUF,
+        C.QK8_0, "fp16", FP16_BITS, _GGUF, scale_max=C.F16_MAX,
     ),
     # block_q4_0: (32, 2 + 16), fp16 d then 16 bytes of nibbles (stored q + 8).
     FormatSpec(
         FormatKey.Q4_0, "uint4, offset 8", C.NIBBLE_BITS, C.Q4_0_MAX_NEGATIVE,
-        C.NIBBLE_MAX - C.Q4_0_OFFSET, C.QK4_0, "fp16", FP16_BITS, _GGUF,
+        C.NIBBLE_MAX - C.Q4_0_OFFSET, C.QK4_0, "fp16", FP16_BITS, _GGUF, scale_max=C.F16_MAX,
     ),
     # block_q4_1: (32, 2 + 2 + 16), fp16 d, fp16 m (the block minimum), then nibbles.
     FormatSpec(
         FormatKey.Q4_1, "uint4 with fp16 block minimum", C.NIBBLE_BITS, 0, C.NIBBLE_MAX,
-        C.QK4_1, "fp16", FP16_BITS, _GGUF, zero_point_bits=FP16_BITS,
+        C.QK4_1, "fp16", FP16_BITS, _GGUF, zero_point_bits=FP16_BITS, scale_max=C.F16_MAX,
     ),
     # block_q4_K: (256, 2 + 2 + 12 + 128), fp16 d and dmin, 8 six-bit sub-block scales
     # and 8 six-bit mins packed in 12 bytes, then 128 bytes of nibbles.
@@ -280,7 +282,7 @@ _ROWS = (
         C.QK_K, "fp16 × 6-bit",
         FP16_BITS + C.QK_K // C.Q4_K_SUB_BLOCK * C.K_SCALE_BITS, _K_QUANT,
         zero_point_bits=FP16_BITS + C.QK_K // C.Q4_K_SUB_BLOCK * C.K_SCALE_BITS,
-        sub_block_size=C.Q4_K_SUB_BLOCK,
+        sub_block_size=C.Q4_K_SUB_BLOCK, scale_max=C.F16_MAX,
     ),
     # block_q6_K: (256, 128 + 64 + 16 + 2), ql (low nibbles), qh (high 2 bits), the 16
     # sub-blocks' int8 scales, then fp16 d.
@@ -288,7 +290,7 @@ _ROWS = (
         FormatKey.Q6_K, "uint6, offset 32", C.Q6_K_BITS, -C.Q6_K_NMAX, C.Q6_K_NMAX - 1,
         C.QK_K, "fp16 × int8",
         C.QK_K // C.Q6_K_SUB_BLOCK * Q6_K_SCALE_BITS + FP16_BITS, _K_QUANT,
-        sub_block_size=C.Q6_K_SUB_BLOCK,
+        sub_block_size=C.Q6_K_SUB_BLOCK, scale_max=C.F16_MAX,
     ),
 )  # fmt: skip
 
@@ -298,6 +300,21 @@ SPECS: MappingProxyType[FormatKey, FormatSpec] = MappingProxyType(
 )
 if tuple(SPECS) != tuple(FormatKey):
     raise AssertionError("labs.quant.spec: one row per FormatKey, in the enum's order")
+
+
+def _limits(row: FormatSpec) -> MappingProxyType[str, float]:
+    limits = {"max": float(max(-row.element_min, row.element_max)), "bits": row.element_bits}
+    if row.scale_max is not None:
+        limits["scale_max"] = row.scale_max
+    return MappingProxyType(limits)
+
+
+#: The largest element magnitude, the element bits and (where the block scale is narrow)
+#: the largest block scale of every format by key, plus every element type by name
+#: (``FORMAT_LIMITS["nvfp4"]["scale_max"] == 448``, ``FORMAT_LIMITS["e4m3"]["max"]``).
+FORMAT_LIMITS: MappingProxyType[str, MappingProxyType[str, float]] = MappingProxyType(
+    {**C.ELEMENT_LIMITS, **{key.value: _limits(row) for key, row in SPECS.items()}}
+)
 
 
 # --- the table in README.md and docs/quant.md --------------------------------------------

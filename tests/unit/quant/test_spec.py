@@ -11,7 +11,7 @@ import torch
 
 from labs.quant import FORMATS, quantize
 from labs.quant.core import registry
-from labs.quant.spec import SPECS, TABLE_HEADER, FormatKey, table_row
+from labs.quant.spec import FORMAT_LIMITS, SPECS, TABLE_HEADER, FormatKey, table_row
 
 ROOT = Path(__file__).resolve().parents[3]
 SHAPES = [(1,), (7,), (3, 5), (2, 33), (4, 128), (3, 300), (2, 257), (5, 16, 48)]
@@ -50,6 +50,22 @@ def test_the_class_derives_its_sizes_from_its_row(key):
     for shape in SHAPES:
         layout = fmt.layout_for(shape)
         assert fmt.storage_bytes(layout) == row.storage_bytes(layout.n_rows, layout.row_len)
+
+
+MINIFLOAT_KEYS = [key for key in FormatKey if hasattr(FORMATS[key], "elem")]
+
+
+@pytest.mark.parametrize("key", MINIFLOAT_KEYS)
+def test_minifloat_elements_agree_with_the_row(key):
+    elem, row = FORMATS[key].elem, SPECS[key]
+    assert (elem.bits, elem.max_normal) == (row.element_bits, row.element_max)
+    assert FORMAT_LIMITS[row.element.lower()]["max"] == row.element_max
+
+
+def test_format_limits_by_key_come_from_the_rows():
+    assert FORMAT_LIMITS["q4_0"] == {"max": 8.0, "bits": 4, "scale_max": 65504.0}
+    assert FORMAT_LIMITS["nvfp4"]["scale_max"] == 448.0
+    assert all(FORMAT_LIMITS[key]["bits"] == SPECS[key].element_bits for key in FormatKey)
 
 
 @pytest.mark.parametrize("key", list(FormatKey))
