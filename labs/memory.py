@@ -127,7 +127,17 @@ class WeightFormat:
 
 def _dtype(key: str, bits: int, name: str) -> FormatSpec:
     """A plain dtype as a row of its own: every element stored, no scales."""
-    return FormatSpec(key, name, bits, -math.inf, math.inf, None, "none", 0, name)
+    return FormatSpec(
+        key=key,
+        block_size=None,
+        element=name,
+        element_bits=bits,
+        element_min=-math.inf,
+        element_max=math.inf,
+        scale_type="none",
+        scale_bits=0,
+        reference=name,
+    )
 
 
 FP32_BITS, HALF_BITS = 32, 16

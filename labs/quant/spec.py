@@ -2,8 +2,8 @@
 
 One row per format, in display order. The format classes derive their sizes from it
 (``block_size``, ``bits_per_value``, ``nbytes``), ``labs.memory`` prices checkpoints with
-it, the labs offer its keys, and a test checks the tables in README.md and docs/quant.md
-against it row by row. A new format is one row here, one class in ``labs/quant/formats``
+it, the labs offer its keys, and the tables in README.md and docs/quant.md are rendered
+from it (``labs.quant.spec_table``, checked by a test row by row). A new format is one row here, one class in ``labs/quant/formats``
 and its tests (docs/quant.md, "Adding a format").
 
 A row counts stored bits by role, as arithmetic on named sizes, in the spirit of gguf-py's
@@ -66,7 +66,7 @@ def _ceil_div(num: int, den: int) -> int:
     return -(-num // den)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FormatSpec:
     """How one format (in one configuration) stores a tensor.
 
@@ -80,21 +80,21 @@ class FormatSpec:
     """
 
     key: str
+    block_size: int | None
+    sub_block_size: int | None = None
+    flat: bool = False
     element: str  # the element type, for docs and labs: "E2M1", "int4", ...
     element_bits: int
     element_min: float
     element_max: float
-    block_size: int | None
     scale_type: str  # the stored scale type: "E8M0", "fp16", ...
     scale_bits: int
-    reference: str  # what the implementation matches
     zero_point_bits: int = 0
     tensor_scale_bits: int = 0
-    sub_block_size: int | None = None
     scales_block: int | None = None
     scales_block_bits: int = 0
-    flat: bool = False
     scale_max: float | None = None  # the largest stored block scale, where it is narrow
+    reference: str  # what the implementation matches
     options: str = ""  # what the format's options change, for the docs table
 
     @property
@@ -212,85 +212,123 @@ _K_QUANT = (
 )
 
 
-def _mx(key: FormatKey, element: str, bits: int, max_normal: float) -> FormatSpec:
-    # OCP MX v1.0 section 5: k = 32 elements share one E8M0 scale (mxfp4: (32, 1 + 16)).
+def _mx(key: FormatKey, element: str, element_bits: int, max_normal: float) -> FormatSpec:
+    """OCP MX v1.0 section 5: k = 32 elements share one E8M0 scale (mxfp4: (32, 1 + 16))."""
     return FormatSpec(
-        key, element, bits, -max_normal, max_normal, C.MX_BLOCK_SIZE, "E8M0", E8M0_BITS, _MX,
+        key=key,
+        block_size=C.MX_BLOCK_SIZE,
+        element=element,
+        element_bits=element_bits,
+        element_min=-max_normal,
+        element_max=max_normal,
+        scale_type="E8M0",
+        scale_bits=E8M0_BITS,
+        reference=_MX,
         options=_MX_OPTIONS,
-    )  # fmt: skip
+    )
 
+
+# q4_K's 8 sub-blocks of 32 and q6_K's 16 sub-blocks of 16 per super-block of QK_K.
+Q4_K_SUB_BLOCKS = C.QK_K // C.Q4_K_SUB_BLOCK
+Q6_K_SUB_BLOCKS = C.QK_K // C.Q6_K_SUB_BLOCK
 
 _ROWS = (
-    # Per row by default: one fp32 scale for each output channel.
+    # Per row by default: (out, in) weights get one fp32 scale per output channel.
     FormatSpec(
-        FormatKey.INT8, "int8", INT8_BITS, -C.INT8_SYMMETRIC_MAX, C.INT8_SYMMETRIC_MAX,
-        None, "fp32", FP32_BITS, _AFFINE, options=_INTEGER_OPTIONS,
+        key=FormatKey.INT8, block_size=None,
+        element="int8", element_bits=INT8_BITS,
+        element_min=-C.INT8_SYMMETRIC_MAX, element_max=C.INT8_SYMMETRIC_MAX,
+        scale_type="fp32", scale_bits=FP32_BITS,
+        reference=_AFFINE, options=_INTEGER_OPTIONS,
     ),
     # (128, 4 + 64): an fp32 scale and 64 bytes of nibbles per group of 128.
     FormatSpec(
-        FormatKey.INT4, "int4", INT4_BITS, -C.INT4_SYMMETRIC_MAX, C.INT4_SYMMETRIC_MAX,
-        INT4_DEFAULT_GROUP, "fp32", FP32_BITS, _AFFINE, options=_INTEGER_OPTIONS,
-    ),
-    # One fp32 scale per tensor by default.
-    FormatSpec(
-        FormatKey.FP8_E4M3, "E4M3", C.F8_BITS, -C.F8_E4M3_MAX, C.F8_E4M3_MAX,
-        None, "fp32", 0, _OFP8, tensor_scale_bits=FP32_BITS, options=_GRANULAR_OPTIONS,
+        key=FormatKey.INT4, block_size=INT4_DEFAULT_GROUP,
+        element="int4", element_bits=INT4_BITS,
+        element_min=-C.INT4_SYMMETRIC_MAX, element_max=C.INT4_SYMMETRIC_MAX,
+        scale_type="fp32", scale_bits=FP32_BITS,
+        reference=_AFFINE, options=_INTEGER_OPTIONS,
     ),
     FormatSpec(
-        FormatKey.FP8_E5M2, "E5M2", C.F8_BITS, -C.F8_E5M2_MAX, C.F8_E5M2_MAX,
-        None, "fp32", 0, _OFP8, tensor_scale_bits=FP32_BITS, options=_GRANULAR_OPTIONS,
+        key=FormatKey.FP8_E4M3, block_size=None,
+        element="E4M3", element_bits=C.F8_BITS,
+        element_min=-C.F8_E4M3_MAX, element_max=C.F8_E4M3_MAX,
+        scale_type="fp32", scale_bits=0, tensor_scale_bits=FP32_BITS,  # one per tensor
+        reference=_OFP8, options=_GRANULAR_OPTIONS,
+    ),
+    FormatSpec(
+        key=FormatKey.FP8_E5M2, block_size=None,
+        element="E5M2", element_bits=C.F8_BITS,
+        element_min=-C.F8_E5M2_MAX, element_max=C.F8_E5M2_MAX,
+        scale_type="fp32", scale_bits=0, tensor_scale_bits=FP32_BITS,  # one per tensor
+        reference=_OFP8, options=_GRANULAR_OPTIONS,
     ),
     _mx(FormatKey.MXFP8_E4M3, "E4M3", C.F8_BITS, C.F8_E4M3_MAX),
     _mx(FormatKey.MXFP8_E5M2, "E5M2", C.F8_BITS, C.F8_E5M2_MAX),
     _mx(FormatKey.MXFP6_E2M3, "E2M3", C.F6_BITS, C.F6_E2M3_MAX),
     _mx(FormatKey.MXFP6_E3M2, "E3M2", C.F6_BITS, C.F6_E3M2_MAX),
     _mx(FormatKey.MXFP4, "E2M1", C.F4_BITS, C.F4_E2M1_MAX),
-    # (16, 1 + 8) plus an fp32 scale per tensor.
+    # (16, 1 + 8): an E4M3 scale and 8 bytes of E2M1 pairs, plus an fp32 tensor scale.
     FormatSpec(
-        FormatKey.NVFP4, "E2M1", C.F4_BITS, -C.F4_E2M1_MAX, C.F4_E2M1_MAX,
-        C.NVFP4_BLOCK_SIZE, "E4M3 per block + FP32 per tensor", E4M3_BITS,
-        "NVIDIA NVFP4; bit-exact with torchao nvfp4_quantize (two-level)",
+        key=FormatKey.NVFP4, block_size=C.NVFP4_BLOCK_SIZE,
+        element="E2M1", element_bits=C.F4_BITS,
+        element_min=-C.F4_E2M1_MAX, element_max=C.F4_E2M1_MAX,
+        scale_type="E4M3 per block + FP32 per tensor", scale_bits=E4M3_BITS,
         tensor_scale_bits=FP32_BITS, scale_max=C.F8_E4M3_MAX,
+        reference="NVIDIA NVFP4; bit-exact with torchao nvfp4_quantize (two-level)",
     ),
     # (64, 4 + 32) over the flattened tensor: an fp32 absmax and 32 bytes of nibbles.
     FormatSpec(
-        FormatKey.NF4, "NF4 (16-entry normal-quantile table)", C.NIBBLE_BITS,
-        -C.NF4_NORMALIZED_MAX, C.NF4_NORMALIZED_MAX, C.NF4_BLOCK_SIZE,
-        "fp32 absmax (8-bit + fp32 per 256 with double_quant)", FP32_BITS,
-        "QLoRA NF4; bit-exact with bitsandbytes quantize_4bit (CPU)", flat=True,
+        key=FormatKey.NF4, block_size=C.NF4_BLOCK_SIZE, flat=True,
+        element="NF4 (16-entry normal-quantile table)", element_bits=C.NIBBLE_BITS,
+        element_min=-C.NF4_NORMALIZED_MAX, element_max=C.NF4_NORMALIZED_MAX,
+        scale_type="fp32 absmax (8-bit + fp32 per 256 with double_quant)",
+        scale_bits=FP32_BITS,
+        reference="QLoRA NF4; bit-exact with bitsandbytes quantize_4bit (CPU)",
         options="double_quant",
     ),
-    # ggml-common.h block_q8_0: (32, 2 + 32), fp16 d then 32 int8 codes.
+    # block_q8_0: (32, 2 + 32), fp16 d then 32 int8 codes.
     FormatSpec(
-        FormatKey.Q8_0, "int8", INT8_BITS, -C.Q8_0_MAX, C.Q8_0_MAX,
-        C.QK8_0, "fp16", FP16_BITS, _GGUF, scale_max=C.F16_MAX,
+        key=FormatKey.Q8_0, block_size=C.QK8_0,
+        element="int8", element_bits=INT8_BITS,
+        element_min=-C.Q8_0_MAX, element_max=C.Q8_0_MAX,
+        scale_type="fp16", scale_bits=FP16_BITS, scale_max=C.F16_MAX, reference=_GGUF,
     ),
     # block_q4_0: (32, 2 + 16), fp16 d then 16 bytes of nibbles (stored q + 8).
     FormatSpec(
-        FormatKey.Q4_0, "uint4, offset 8", C.NIBBLE_BITS, C.Q4_0_MAX_NEGATIVE,
-        C.NIBBLE_MAX - C.Q4_0_OFFSET, C.QK4_0, "fp16", FP16_BITS, _GGUF, scale_max=C.F16_MAX,
+        key=FormatKey.Q4_0, block_size=C.QK4_0,
+        element="uint4, offset 8", element_bits=C.NIBBLE_BITS,
+        element_min=C.Q4_0_MAX_NEGATIVE, element_max=C.NIBBLE_MAX - C.Q4_0_OFFSET,
+        scale_type="fp16", scale_bits=FP16_BITS, scale_max=C.F16_MAX, reference=_GGUF,
     ),
     # block_q4_1: (32, 2 + 2 + 16), fp16 d, fp16 m (the block minimum), then nibbles.
     FormatSpec(
-        FormatKey.Q4_1, "uint4 with fp16 block minimum", C.NIBBLE_BITS, 0, C.NIBBLE_MAX,
-        C.QK4_1, "fp16", FP16_BITS, _GGUF, zero_point_bits=FP16_BITS, scale_max=C.F16_MAX,
+        key=FormatKey.Q4_1, block_size=C.QK4_1,
+        element="uint4 with fp16 block minimum", element_bits=C.NIBBLE_BITS,
+        element_min=0, element_max=C.NIBBLE_MAX,
+        scale_type="fp16", scale_bits=FP16_BITS, zero_point_bits=FP16_BITS,
+        scale_max=C.F16_MAX, reference=_GGUF,
     ),
-    # block_q4_K: (256, 2 + 2 + 12 + 128), fp16 d and dmin, 8 six-bit sub-block scales
-    # and 8 six-bit mins packed in 12 bytes, then 128 bytes of nibbles.
+    # block_q4_K: (256, 2 + 2 + 12 + 128), fp16 d and dmin, the 8 sub-blocks' 6-bit
+    # scales and 6-bit mins packed in 12 bytes, then 128 bytes of nibbles.
     FormatSpec(
-        FormatKey.Q4_K, "uint4 with a per-32 minimum", C.NIBBLE_BITS, 0, C.Q4_K_LEVELS,
-        C.QK_K, "fp16 × 6-bit",
-        FP16_BITS + C.QK_K // C.Q4_K_SUB_BLOCK * C.K_SCALE_BITS, _K_QUANT,
-        zero_point_bits=FP16_BITS + C.QK_K // C.Q4_K_SUB_BLOCK * C.K_SCALE_BITS,
-        sub_block_size=C.Q4_K_SUB_BLOCK, scale_max=C.F16_MAX,
+        key=FormatKey.Q4_K, block_size=C.QK_K, sub_block_size=C.Q4_K_SUB_BLOCK,
+        element="uint4 with a per-32 minimum", element_bits=C.NIBBLE_BITS,
+        element_min=0, element_max=C.Q4_K_LEVELS,
+        scale_type="fp16 × 6-bit",
+        scale_bits=FP16_BITS + Q4_K_SUB_BLOCKS * C.K_SCALE_BITS,
+        zero_point_bits=FP16_BITS + Q4_K_SUB_BLOCKS * C.K_SCALE_BITS,
+        scale_max=C.F16_MAX, reference=_K_QUANT,
     ),
     # block_q6_K: (256, 128 + 64 + 16 + 2), ql (low nibbles), qh (high 2 bits), the 16
     # sub-blocks' int8 scales, then fp16 d.
     FormatSpec(
-        FormatKey.Q6_K, "uint6, offset 32", C.Q6_K_BITS, -C.Q6_K_NMAX, C.Q6_K_NMAX - 1,
-        C.QK_K, "fp16 × int8",
-        C.QK_K // C.Q6_K_SUB_BLOCK * Q6_K_SCALE_BITS + FP16_BITS, _K_QUANT,
-        sub_block_size=C.Q6_K_SUB_BLOCK, scale_max=C.F16_MAX,
+        key=FormatKey.Q6_K, block_size=C.QK_K, sub_block_size=C.Q6_K_SUB_BLOCK,
+        element="uint6, offset 32", element_bits=C.Q6_K_BITS,
+        element_min=-C.Q6_K_NMAX, element_max=C.Q6_K_NMAX - 1,
+        scale_type="fp16 × int8",
+        scale_bits=Q6_K_SUB_BLOCKS * Q6_K_SCALE_BITS + FP16_BITS,
+        scale_max=C.F16_MAX, reference=_K_QUANT,
     ),
 )  # fmt: skip
 
@@ -315,55 +353,3 @@ def _limits(row: FormatSpec) -> MappingProxyType[str, float]:
 FORMAT_LIMITS: MappingProxyType[str, MappingProxyType[str, float]] = MappingProxyType(
     {**C.ELEMENT_LIMITS, **{key.value: _limits(row) for key, row in SPECS.items()}}
 )
-
-
-# --- the table in README.md and docs/quant.md --------------------------------------------
-
-TABLE_HEADER = (
-    "key",
-    "block",
-    "element [range]",
-    "stored scale",
-    "bytes per block",
-    "bits/value",
-    "options",
-    "matches",
-)
-
-
-def _block_text(row: FormatSpec) -> str:
-    if row.block_size is None:
-        return "row" if row.scale_scope == "channel" else "tensor"
-    if row.sub_block_size:
-        per_block = row.block_size // row.sub_block_size
-        return f"{row.block_size} = {per_block} × {row.sub_block_size}"
-    return f"{row.block_size} (flattened)" if row.flat else str(row.block_size)
-
-
-def _bits_text(row: FormatSpec) -> str:
-    text = f"{row.bits_per_value:g}"
-    if row.scale_scope == "channel":
-        text += f" (+{row.scale_bits + row.zero_point_bits} bits per row)"
-    if row.tensor_scale_bits:
-        text += f" (+{row.tensor_scale_bits} bits per tensor)"
-    return text
-
-
-def table_row(row: FormatSpec) -> tuple[str, ...]:
-    """One row of the formats table, the cells in ``TABLE_HEADER`` order."""
-    return (
-        f"`{row.key}`",
-        _block_text(row),
-        f"{row.element} [{row.element_min:g}, {row.element_max:g}]",
-        row.scale_type,
-        f"{row.block_bytes_text} = {row.block_bytes[1]}" if row.block_bytes else "",
-        _bits_text(row),
-        row.options,
-        row.reference,
-    )
-
-
-def markdown_table() -> str:
-    """The formats table as Markdown, one line per format (README.md, docs/quant.md)."""
-    lines = [TABLE_HEADER, ("---",) * len(TABLE_HEADER), *map(table_row, SPECS.values())]
-    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)

@@ -11,7 +11,8 @@ import torch
 
 from labs.quant import FORMATS, quantize
 from labs.quant.core import registry
-from labs.quant.spec import FORMAT_LIMITS, SPECS, TABLE_HEADER, FormatKey, table_row
+from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey
+from labs.quant.spec_table import TABLE_HEADER, table_row
 
 ROOT = Path(__file__).resolve().parents[3]
 SHAPES = [(1,), (7,), (3, 5), (2, 33), (4, 128), (3, 300), (2, 257), (5, 16, 48)]
@@ -139,4 +140,4 @@ def test_the_docs_tables_are_the_spec_row_by_row(doc):
     expected = [tuple(cell.strip() for cell in table_row(row)) for row in SPECS.values()]
     assert [r[0] for r in rows] == [e[0] for e in expected], "keys or their order differ"
     for got, want in zip(rows, expected, strict=True):
-        assert got == want, f"{doc}: regenerate with labs.quant.spec.markdown_table()"
+        assert got == want, f"{doc}: regenerate with labs.quant.spec_table.markdown_table()"
