@@ -41,7 +41,7 @@ from labs.models import (
     tensor_groups,
 )
 from labs.quant import constants as C
-from labs.quant.spec import FP16_BITS, INT4_DEFAULT_GROUP, SPECS, FormatKey, FormatSpec
+from labs.quant.spec import FP16_BITS, FP32_BITS, INT4_DEFAULT_GROUP, SPECS, FormatKey, FormatSpec
 
 BITS_PER_BYTE = 8
 BYTES_PER_GB = 10**9
@@ -91,31 +91,20 @@ class WeightFormat:
     def block_size(self) -> int | None:
         return self.spec.block_size
 
-    @property
-    def scale_bits(self) -> int:
-        return self.spec.scale_bits
-
-    @property
-    def zero_point_bits(self) -> int:
-        return self.spec.zero_point_bits
-
-    @property
-    def tensor_scale_bits(self) -> int:
-        return self.spec.tensor_scale_bits
-
     def matrix_bytes(self, rows: int, cols: int) -> int:
         """Bytes of one ``[rows, cols]`` matrix: codes + block scales and zero points +
         per-column indices + tensor scale. Unlike labs.quant, which pads each row to whole
         blocks, the codes of a partial last block are counted as they are (a checkpoint
         holds only the real values; ``block_alignment_problems`` flags such shapes)."""
-        codes_bits = rows * cols * self.element_bits
+        spec = self.spec
+        codes_bits = rows * cols * spec.element_bits
         if not self.quantized:
             return math.ceil(codes_bits / BITS_PER_BYTE)
-        blocks_per_row = 1 if self.block_size is None else math.ceil(cols / self.block_size)
-        scale_bits = rows * blocks_per_row * (self.scale_bits + self.zero_point_bits)
+        blocks_per_row = 1 if spec.block_size is None else math.ceil(cols / spec.block_size)
+        scale_bits = rows * blocks_per_row * (spec.scale_bits + spec.zero_point_bits)
         column_bits = cols * self.column_bits
         return math.ceil(
-            (codes_bits + scale_bits + column_bits + self.tensor_scale_bits) / BITS_PER_BYTE
+            (codes_bits + scale_bits + column_bits + spec.tensor_scale_bits) / BITS_PER_BYTE
         )
 
     @property
@@ -125,22 +114,6 @@ class WeightFormat:
         return self.spec.bits_per_value
 
 
-def _dtype(key: str, bits: int, name: str) -> FormatSpec:
-    """A plain dtype as a row of its own: every element stored, no scales."""
-    return FormatSpec(
-        key=key,
-        block_size=None,
-        element=name,
-        element_bits=bits,
-        element_min=-math.inf,
-        element_max=math.inf,
-        scale_type="none",
-        scale_bits=0,
-        reference=name,
-    )
-
-
-FP32_BITS, HALF_BITS = 32, 16
 INT4_GROUP = INT4_DEFAULT_GROUP  # the usual GPTQ/AWQ group size
 GPTQ_G_IDX_BITS = 32  # g_idx: the group of each input column, int32
 NF4_BLOCK = C.NF4_BLOCK_SIZE  # bitsandbytes blocksize for 4-bit (qlora-budget reads it)
@@ -152,9 +125,9 @@ _INT4_ZERO_POINT = SPECS[FormatKey.INT4].with_granularity(
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.key: f
     for f in (
-        WeightFormat("fp32", _dtype("fp32", FP32_BITS, "IEEE binary32"), False, "IEEE binary32"),
-        WeightFormat("bf16", _dtype("bf16", HALF_BITS, "bfloat16"), False, "bfloat16"),
-        WeightFormat("fp16", _dtype("fp16", HALF_BITS, "IEEE binary16"), False, "IEEE binary16"),
+        WeightFormat("fp32", FormatSpec.dtype("fp32", FP32_BITS), False, "IEEE binary32"),
+        WeightFormat("bf16", FormatSpec.dtype("bf16", FP16_BITS), False, "bfloat16"),
+        WeightFormat("fp16", FormatSpec.dtype("fp16", FP16_BITS), False, "IEEE binary16"),
         WeightFormat(
             "fp8",
             SPECS[FormatKey.FP8_E4M3].with_granularity("channel", FP32_BITS, "fp32"),

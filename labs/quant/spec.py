@@ -18,6 +18,7 @@ process and the budget labs can read it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
@@ -96,6 +97,21 @@ class FormatSpec:
     scale_max: float | None = None  # the largest stored block scale, where it is narrow
     reference: str  # what the implementation matches
     options: str = ""  # what the format's options change, for the docs table
+
+    @classmethod
+    def dtype(cls, key: str, bits: int) -> FormatSpec:
+        """A plain dtype (fp32, bf16, ...) as a row: every element stored, no scales."""
+        return cls(
+            key=key,
+            block_size=None,
+            element=key,
+            element_bits=bits,
+            element_min=-math.inf,
+            element_max=math.inf,
+            scale_type="none",
+            scale_bits=0,
+            reference="plain dtype",
+        )
 
     @property
     def scale_scope(self) -> str:
