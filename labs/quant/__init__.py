@@ -26,17 +26,9 @@ from labs.quant.constants import (
     F8_E4M3_MAX,
     F8_E5M2_MAX,
 )
-from labs.quant.core import (
-    Affine,
-    Format,
-    Layout,
-    QuantizedTensor,
-    bits_per_value,
-    get_format,
-    quantize,
-    registry,
-)
+from labs.quant.core import Format, Layout, bits_per_value, get_format, quantize, registry
 from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey, FormatSpec
+from labs.quant.tensor import Affine, QuantizedTensor
 
 #: Every format by key, with its default options, in ``FormatKey`` order.
 FORMATS: MappingProxyType[str, Format] = MappingProxyType(
