@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.quant.spec import FormatKey
+from labs.quant.spec import SPECS, FormatKey
 
 if TYPE_CHECKING:
     import torch
@@ -38,7 +38,7 @@ FormatChoice = Literal[
 Granularity = Literal["tensor", "channel", 16, 32, 64, 128]
 INTEGER_FORMATS = (FormatKey.INT8, FormatKey.INT4)
 # Formats whose block size is part of the format, not an option.
-FIXED_BLOCK = {"nvfp4": 16, "mxfp4": 32}
+FIXED_BLOCK = {k: b for k in (FormatKey.NVFP4, FormatKey.MXFP4) if (b := SPECS[k].block_size)}
 
 MAX_M = 512
 MAX_N = 512
