@@ -12,36 +12,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_validator, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
     import torch
 
-# The labs.quant format keys, spelled out so validating a request imports no torch
-# (a test checks this equals labs.quant.FORMATS).
-FormatKey = Literal[
-    "int8",
-    "int4",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "mxfp8_e4m3",
-    "mxfp8_e5m2",
-    "mxfp6_e2m3",
-    "mxfp6_e3m2",
-    "mxfp4",
-    "nvfp4",
-    "nf4",
-    "q8_0",
-    "q4_0",
-    "q4_1",
-    "q4_k",
-    "q6_k",
-]
-FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)
+# The labs.quant format keys, from its torch-free table (validating a request imports no torch).
+FORMAT_KEYS: tuple[str, ...] = tuple(key.value for key in FormatKey)
 Distribution = Literal["normal", "uniform", "laplace", "outliers", "custom"]
 
 MAX_DIM = 4096  # rows and cols each; 4096 × 4096 float32 = 64 MiB
@@ -62,7 +44,9 @@ BF16_BITS = 16
 
 
 class BlockQuantizeParams(LabParams):
-    format: FormatKey = Field(default="nvfp4", description="The labs.quant format to quantize to")
+    format: FormatKey = Field(
+        default=FormatKey.NVFP4, title="Format", description="The labs.quant format to quantize to"
+    )
     shape: list[int] | None = Field(
         default=None,
         min_length=2,

@@ -25,17 +25,20 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.quant.spec import SPECS, FormatKey
 
 if TYPE_CHECKING:
     import torch
 
     from labs.quant import QuantizedTensor
 
-FormatKey = Literal["int8", "int4", "fp8_e4m3", "nvfp4", "mxfp4"]
+FormatChoice = Literal[
+    FormatKey.INT8, FormatKey.INT4, FormatKey.FP8_E4M3, FormatKey.NVFP4, FormatKey.MXFP4
+]
 Granularity = Literal["tensor", "channel", 16, 32, 64, 128]
-INTEGER_FORMATS = ("int8", "int4")
+INTEGER_FORMATS = (FormatKey.INT8, FormatKey.INT4)
 # Formats whose block size is part of the format, not an option.
-FIXED_BLOCK = {"nvfp4": 16, "mxfp4": 32}
+FIXED_BLOCK = {k: b for k in (FormatKey.NVFP4, FormatKey.MXFP4) if (b := SPECS[k].block_size)}
 
 MAX_M = 512
 MAX_N = 512
@@ -66,8 +69,8 @@ class Params(LabParams):
     n: int = Field(
         default=64, ge=1, le=MAX_N, description=f"Rows of W (output channels), 1 to {MAX_N}"
     )
-    format: FormatKey = Field(
-        default="int8",
+    format: FormatChoice = Field(
+        default=FormatKey.INT8,
         description="Format of both operands: int8, int4 (symmetric, float32 scales), fp8_e4m3 "
         "(float32 scales), nvfp4 (blocks of 16) or mxfp4 (blocks of 32)",
     )

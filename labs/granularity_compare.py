@@ -20,12 +20,13 @@ from pydantic import BaseModel, Field, field_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.error_split import ErrorSplit
+from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
     import torch
 
 # The labs.quant formats that take a ``granularity`` option (a test checks them).
-GranularFormatKey = Literal["int8", "int4", "fp8_e4m3", "fp8_e5m2"]
+GranularFormatKey = Literal[FormatKey.INT8, FormatKey.INT4, FormatKey.FP8_E4M3, FormatKey.FP8_E5M2]
 Distribution = Literal["normal", "uniform", "laplace", "outliers"]
 
 MAX_ROWS = 1024
@@ -59,7 +60,7 @@ def granularity_label(g: str | int) -> str:
 
 class Params(LabParams):
     format: GranularFormatKey = Field(
-        default="int4",
+        default=FormatKey.INT4,
         description="Format to quantize to: int8, int4 (symmetric, float32 scales), fp8_e4m3 or "
         "fp8_e5m2 (float32 scales) — the labs.quant formats whose scale granularity is an option",
     )

@@ -40,6 +40,8 @@ from labs.models import (
     get_model,
     tensor_groups,
 )
+from labs.quant import constants as C
+from labs.quant.spec import FP16_BITS, FP32_BITS, INT4_DEFAULT_GROUP, SPECS, FormatKey, FormatSpec
 
 BITS_PER_BYTE = 8
 BYTES_PER_GB = 10**9
@@ -66,102 +68,96 @@ KV_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "in
 
 @dataclass(frozen=True)
 class WeightFormat:
-    """How one weight format stores a ``[rows, cols]`` matrix.
+    """How one checkpoint weight format stores a ``[rows, cols]`` matrix.
 
-    ``block_size`` values along the input dim share one ``scale_bits`` scale (and,
-    for asymmetric formats such as AWQ, one ``zero_point_bits`` zero point);
-    ``block_size=None`` means one scale per output row (per channel);
+    ``spec`` is its row of ``labs.quant.spec`` (block size, element, scale, zero-point
+    and tensor-scale bits), configured as checkpoints store it: ``block_size`` values
+    along the input dim share one scale (and, for asymmetric formats such as AWQ, one
+    zero point); ``block_size=None`` means one scale per output row (per channel).
     ``column_bits`` are stored once per input column (GPTQ's ``g_idx``).
     """
 
     key: str
-    element_bits: int
+    spec: FormatSpec
     quantized: bool
-    block_size: int | None = None
-    scale_bits: int = 0
-    tensor_scale_bits: int = 0
-    zero_point_bits: int = 0
+    layout: str
     column_bits: int = 0
-    layout: str = ""
+
+    @property
+    def element_bits(self) -> int:
+        return self.spec.element_bits
+
+    @property
+    def block_size(self) -> int | None:
+        return self.spec.block_size
 
     def matrix_bytes(self, rows: int, cols: int) -> int:
         """Bytes of one ``[rows, cols]`` matrix: codes + block scales and zero points +
-        per-column indices + tensor scale."""
-        codes_bits = rows * cols * self.element_bits
+        per-column indices + tensor scale. Unlike labs.quant, which pads each row to whole
+        blocks, the codes of a partial last block are counted as they are (a checkpoint
+        holds only the real values; ``block_alignment_problems`` flags such shapes)."""
+        spec = self.spec
+        codes_bits = rows * cols * spec.element_bits
         if not self.quantized:
             return math.ceil(codes_bits / BITS_PER_BYTE)
-        blocks_per_row = 1 if self.block_size is None else math.ceil(cols / self.block_size)
-        scale_bits = rows * blocks_per_row * (self.scale_bits + self.zero_point_bits)
+        blocks_per_row = 1 if spec.block_size is None else math.ceil(cols / spec.block_size)
+        scale_bits = rows * blocks_per_row * (spec.scale_bits + spec.zero_point_bits)
         column_bits = cols * self.column_bits
         return math.ceil(
-            (codes_bits + scale_bits + column_bits + self.tensor_scale_bits) / BITS_PER_BYTE
+            (codes_bits + scale_bits + column_bits + spec.tensor_scale_bits) / BITS_PER_BYTE
         )
 
     @property
     def bits_per_value(self) -> float:
         """Stored bits per element including block scales and zero points (not per-row,
         per-column or per-tensor ones)."""
-        if not self.quantized or self.block_size is None:
-            return float(self.element_bits)
-        return self.element_bits + (self.scale_bits + self.zero_point_bits) / self.block_size
+        return self.spec.bits_per_value
 
 
-FP32_BITS, HALF_BITS, FP8_BITS, INT8_BITS, FP4_BITS, INT4_BITS = 32, 16, 8, 8, 4, 4
-E4M3_SCALE_BITS = 8  # NVFP4 block scale
-E8M0_SCALE_BITS = 8  # OCP MX shared exponent
-NVFP4_BLOCK = 16
-MX_BLOCK = 32
-NF4_BLOCK = 64  # bitsandbytes blocksize for 4-bit
-GGUF_BLOCK = 32  # QK4_0 = QK8_0 = 32 in ggml-common.h
-INT4_GROUP = 128  # the usual GPTQ/AWQ group size
+INT4_GROUP = INT4_DEFAULT_GROUP  # the usual GPTQ/AWQ group size
 GPTQ_G_IDX_BITS = 32  # g_idx: the group of each input column, int32
+NF4_BLOCK = C.NF4_BLOCK_SIZE  # bitsandbytes blocksize for 4-bit (qlora-budget reads it)
+# AWQ and GPTQ checkpoints: an fp16 scale and a 4-bit zero point per group of 128.
+_INT4_ZERO_POINT = SPECS[FormatKey.INT4].with_granularity(
+    INT4_GROUP, FP16_BITS, "fp16", zero_point_bits=SPECS[FormatKey.INT4].element_bits
+)
 
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.key: f
     for f in (
-        WeightFormat("fp32", FP32_BITS, quantized=False, layout="IEEE binary32"),
-        WeightFormat("bf16", HALF_BITS, quantized=False, layout="bfloat16"),
-        WeightFormat("fp16", HALF_BITS, quantized=False, layout="IEEE binary16"),
+        WeightFormat("fp32", FormatSpec.dtype("fp32", FP32_BITS), False, "IEEE binary32"),
+        WeightFormat("bf16", FormatSpec.dtype("bf16", FP16_BITS), False, "bfloat16"),
+        WeightFormat("fp16", FormatSpec.dtype("fp16", FP16_BITS), False, "IEEE binary16"),
         WeightFormat(
             "fp8",
-            FP8_BITS,
+            SPECS[FormatKey.FP8_E4M3].with_granularity("channel", FP32_BITS, "fp32"),
             quantized=True,
-            scale_bits=FP32_BITS,
             layout="E4M3 codes, one fp32 scale per output channel",
         ),
         WeightFormat(
             "int8",
-            INT8_BITS,
+            SPECS[FormatKey.INT8],
             quantized=True,
-            scale_bits=FP32_BITS,
             layout="symmetric int8, one fp32 scale per output channel",
         ),
         WeightFormat(
             "int4",
-            INT4_BITS,
+            SPECS[FormatKey.INT4].with_granularity(INT4_GROUP, FP16_BITS, "fp16"),
             quantized=True,
-            block_size=INT4_GROUP,
-            scale_bits=HALF_BITS,
             layout="symmetric int4, one fp16 scale per 128 values (what vLLM's Marlin kernel keeps "
             "of a symmetric GPTQ checkpoint)",
         ),
         WeightFormat(
             "awq",
-            INT4_BITS,
+            _INT4_ZERO_POINT,
             quantized=True,
-            block_size=INT4_GROUP,
-            scale_bits=HALF_BITS,
-            zero_point_bits=INT4_BITS,
             layout="asymmetric int4 (AutoAWQ GEMM): one fp16 scale and one 4-bit zero point "
             "(qzeros, eight per int32) per 128 values",
         ),
         WeightFormat(
             "gptq",
-            INT4_BITS,
+            _INT4_ZERO_POINT,
             quantized=True,
-            block_size=INT4_GROUP,
-            scale_bits=HALF_BITS,
-            zero_point_bits=INT4_BITS,
             column_bits=GPTQ_G_IDX_BITS,
             layout="GPTQ checkpoint (AutoGPTQ/GPTQModel): int4 codes eight per int32 "
             "(qweight), one fp16 scale and one 4-bit zero point (qzeros, stored even when "
@@ -169,43 +165,32 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         ),
         WeightFormat(
             "nvfp4",
-            FP4_BITS,
+            SPECS[FormatKey.NVFP4],
             quantized=True,
-            block_size=NVFP4_BLOCK,
-            scale_bits=E4M3_SCALE_BITS,
-            tensor_scale_bits=FP32_BITS,
             layout="E2M1 codes, one E4M3 scale per 16 values, one fp32 scale per tensor",
         ),
         WeightFormat(
             "mxfp4",
-            FP4_BITS,
+            SPECS[FormatKey.MXFP4],
             quantized=True,
-            block_size=MX_BLOCK,
-            scale_bits=E8M0_SCALE_BITS,
             layout="E2M1 codes, one E8M0 scale per 32 values (OCP MX v1.0)",
         ),
         WeightFormat(
             "nf4",
-            INT4_BITS,
+            SPECS[FormatKey.NF4],
             quantized=True,
-            block_size=NF4_BLOCK,
-            scale_bits=FP32_BITS,
             layout="NF4 codes, one fp32 absmax per 64 values (bitsandbytes, no double quant)",
         ),
         WeightFormat(
             "q4_0",
-            INT4_BITS,
+            SPECS[FormatKey.Q4_0],
             quantized=True,
-            block_size=GGUF_BLOCK,
-            scale_bits=HALF_BITS,
             layout="GGUF Q4_0: 18-byte block = fp16 scale + 32 nibbles",
         ),
         WeightFormat(
             "q8_0",
-            INT8_BITS,
+            SPECS[FormatKey.Q8_0],
             quantized=True,
-            block_size=GGUF_BLOCK,
-            scale_bits=HALF_BITS,
             layout="GGUF Q8_0: 34-byte block = fp16 scale + 32 int8",
         ),
     )

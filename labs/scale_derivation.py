@@ -26,16 +26,24 @@ from pydantic import BaseModel, Field, FiniteFloat, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.error_split import ErrorSplit
+from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
     import torch
 
     from labs.quant import QuantizedTensor
 
-FormatKey = Literal["int8", "int4", "fp8_e4m3", "fp8_e5m2", "nvfp4", "mxfp4"]
+FormatChoice = Literal[
+    FormatKey.INT8,
+    FormatKey.INT4,
+    FormatKey.FP8_E4M3,
+    FormatKey.FP8_E5M2,
+    FormatKey.NVFP4,
+    FormatKey.MXFP4,
+]
 # Formats with one float32 scale per tensor, whose scale the learner may set.
-PER_TENSOR_FORMATS = ("int8", "int4", "fp8_e4m3", "fp8_e5m2")
-INTEGER_FORMATS = ("int8", "int4")
+PER_TENSOR_FORMATS = (FormatKey.INT8, FormatKey.INT4, FormatKey.FP8_E4M3, FormatKey.FP8_E5M2)
+INTEGER_FORMATS = (FormatKey.INT8, FormatKey.INT4)
 FP8_DTYPES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 
 # Fifteen ordinary values and one outlier: the outlier alone sets the scale.
@@ -68,8 +76,8 @@ class Params(LabParams):
         description=f"The tensor: 1 to {MAX_VALUES} finite float32 numbers, e.g. [0.1, -2.5, 3.0]. "
         "The default has one outlier (7.5) among values below 1.3",
     )
-    format: FormatKey = Field(
-        default="int8",
+    format: FormatChoice = Field(
+        default=FormatKey.INT8,
         description="int8 or int4 (symmetric, one float32 scale), fp8_e4m3 or fp8_e5m2 (one "
         "float32 scale), nvfp4 (float32 tensor scale and E4M3 scale per 16) or mxfp4 "
         "(power-of-two E8M0 scale per 32)",

@@ -8,8 +8,9 @@
     q.to_bytes()                 # packed bytes (GGUF's block layout for the q* formats)
     FORMATS["nvfp4"].block_size, FORMATS["nvfp4"].bits_per_value
 
-Importing this package imports torch. Nothing else in ``labs`` imports it at module top
-level, so the web process stays torch-free.
+Importing this package imports no torch: every module imports it inside the functions
+that compute, so the web process can read ``FORMATS`` and the torch-free table of formats,
+``labs.quant.spec`` (``FormatKey``, ``SPECS``). The first quantization imports torch.
 """
 
 from __future__ import annotations
@@ -24,42 +25,14 @@ from labs.quant.constants import (
     F6_E3M2_MAX,
     F8_E4M3_MAX,
     F8_E5M2_MAX,
-    FORMAT_LIMITS,
 )
-from labs.quant.core import (
-    Affine,
-    Format,
-    Layout,
-    QuantizedTensor,
-    bits_per_value,
-    get_format,
-    quantize,
-    registry,
-)
+from labs.quant.core import Format, Layout, bits_per_value, get_format, quantize, registry
+from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey, FormatSpec
+from labs.quant.tensor import Affine, QuantizedTensor
 
-# Display order: integers, float8, MX, NVFP4, NF4, GGUF (any later format goes last).
-_ORDER = (
-    "int8",
-    "int4",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "mxfp8_e4m3",
-    "mxfp8_e5m2",
-    "mxfp6_e2m3",
-    "mxfp6_e3m2",
-    "mxfp4",
-    "nvfp4",
-    "nf4",
-    "q8_0",
-    "q4_0",
-    "q4_1",
-    "q4_k",
-    "q6_k",
-)
-
-#: Every format by key, with its default options.
+#: Every format by key, with its default options, in ``FormatKey`` order.
 FORMATS: MappingProxyType[str, Format] = MappingProxyType(
-    {key: registry()[key]() for key in sorted(registry(), key=lambda k: (_ORDER + (k,)).index(k))}
+    {key.value: registry()[key]() for key in FormatKey}
 )
 
 __all__ = [
@@ -71,8 +44,11 @@ __all__ = [
     "F8_E5M2_MAX",
     "FORMATS",
     "FORMAT_LIMITS",
+    "SPECS",
     "Affine",
     "Format",
+    "FormatKey",
+    "FormatSpec",
     "Layout",
     "QuantizedTensor",
     "bits_per_value",

@@ -1,7 +1,8 @@
 """Named limits of every number format labs.quant knows, with the spec each comes from.
 
 Nothing in the quantization math uses a bare number: it uses these names. Other code
-(labs, content checks) reads them too, for example ``FORMAT_LIMITS["fp8_e4m3"]``.
+(labs, content checks) reads them too, for example ``ELEMENT_LIMITS["e4m3"]``, or
+``labs.quant.FORMAT_LIMITS["fp8_e4m3"]`` by format key.
 
 Sources:
 - OCP Microscaling Formats (MX) Specification v1.0, section 5 (element types) and
@@ -32,6 +33,9 @@ F32_MIN_NORMAL_EXPONENT = -126
 F16_MAX = 65504.0  # largest finite IEEE binary16; GGUF stores its block scales in fp16
 
 # --- Element minifloats (OCP MX v1.0 section 5.3, OFP8) -----------------------------------
+F4_BITS = 4  # E2M1
+F6_BITS = 6  # E2M3, E3M2
+F8_BITS = 8  # E4M3, E5M2
 F4_E2M1_MAX = 6.0
 F4_E2M1_EXPONENT_BIAS = 1
 F6_E2M3_MAX = 7.5
@@ -133,33 +137,15 @@ FP16_BYTES = 2
 E8M0_BYTES = 1
 E4M3_BYTES = 1
 
-#: The largest finite magnitude and the number of bits of each element type, by format key
-#: and by element name, so that other code can read e.g. FORMAT_LIMITS["nvfp4"]["max"].
-FORMAT_LIMITS = MappingProxyType(
+#: The largest finite magnitude and the number of bits of each element type, by element
+#: name. ``labs.quant.FORMAT_LIMITS`` adds one entry per format key, from its spec row.
+ELEMENT_LIMITS = MappingProxyType(
     {
-        "e2m1": MappingProxyType({"max": F4_E2M1_MAX, "bits": 4, "emax": F4_E2M1_EMAX}),
-        "e2m3": MappingProxyType({"max": F6_E2M3_MAX, "bits": 6, "emax": F6_E2M3_EMAX}),
-        "e3m2": MappingProxyType({"max": F6_E3M2_MAX, "bits": 6, "emax": F6_E3M2_EMAX}),
-        "e4m3": MappingProxyType({"max": F8_E4M3_MAX, "bits": 8, "emax": F8_E4M3_EMAX}),
-        "e5m2": MappingProxyType({"max": F8_E5M2_MAX, "bits": 8, "emax": F8_E5M2_EMAX}),
-        "int8": MappingProxyType({"max": float(INT8_SYMMETRIC_MAX), "bits": 8}),
-        "int4": MappingProxyType({"max": float(INT4_SYMMETRIC_MAX), "bits": 4}),
-        "fp8_e4m3": MappingProxyType({"max": F8_E4M3_MAX, "bits": 8}),
-        "fp8_e5m2": MappingProxyType({"max": F8_E5M2_MAX, "bits": 8}),
-        "mxfp8_e4m3": MappingProxyType({"max": F8_E4M3_MAX, "bits": 8}),
-        "mxfp8_e5m2": MappingProxyType({"max": F8_E5M2_MAX, "bits": 8}),
-        "mxfp6_e2m3": MappingProxyType({"max": F6_E2M3_MAX, "bits": 6}),
-        "mxfp6_e3m2": MappingProxyType({"max": F6_E3M2_MAX, "bits": 6}),
-        "mxfp4": MappingProxyType({"max": F4_E2M1_MAX, "bits": 4}),
-        "nvfp4": MappingProxyType({"max": F4_E2M1_MAX, "bits": 4, "scale_max": F8_E4M3_MAX}),
-        "nf4": MappingProxyType({"max": NF4_NORMALIZED_MAX, "bits": 4}),
-        "q8_0": MappingProxyType({"max": float(Q8_0_MAX), "bits": 8, "scale_max": F16_MAX}),
-        "q4_0": MappingProxyType(
-            {"max": float(-Q4_0_MAX_NEGATIVE), "bits": 4, "scale_max": F16_MAX}
-        ),
-        "q4_1": MappingProxyType({"max": float(Q4_1_LEVELS), "bits": 4, "scale_max": F16_MAX}),
-        "q4_k": MappingProxyType({"max": float(Q4_K_LEVELS), "bits": 4, "scale_max": F16_MAX}),
-        "q6_k": MappingProxyType({"max": float(Q6_K_NMAX), "bits": 6, "scale_max": F16_MAX}),
+        "e2m1": MappingProxyType({"max": F4_E2M1_MAX, "bits": F4_BITS, "emax": F4_E2M1_EMAX}),
+        "e2m3": MappingProxyType({"max": F6_E2M3_MAX, "bits": F6_BITS, "emax": F6_E2M3_EMAX}),
+        "e3m2": MappingProxyType({"max": F6_E3M2_MAX, "bits": F6_BITS, "emax": F6_E3M2_EMAX}),
+        "e4m3": MappingProxyType({"max": F8_E4M3_MAX, "bits": F8_BITS, "emax": F8_E4M3_EMAX}),
+        "e5m2": MappingProxyType({"max": F8_E5M2_MAX, "bits": F8_BITS, "emax": F8_E5M2_EMAX}),
         "e8m0": MappingProxyType({"max": 2.0**127, "bits": 8, "bias": E8M0_EXPONENT_BIAS}),
     }
 )

@@ -1,12 +1,15 @@
-"""The Format base class, the registry, QuantizedTensor and ``quantize``.
+"""The Format base class, the registry and ``quantize`` (``QuantizedTensor``: tensor.py).
 
-Each format is one class registered by key (``class Q4_0(Format, key="q4_0")``) that
-implements only block-level work, in three steps: ``block_stats`` (per-block reductions
-such as absmax), ``block_scales`` (the stored scales, and what the encoder multiplies or
-divides by) and ``encode_blocks`` (elements to codes), plus ``decode_elements`` for the
-way back. This base class does everything around the blocks: it checks the input,
-flattens it to rows, pads the last dim up to a whole number of blocks, hands the blocks
-over in cache-sized chunks, checks for non-finite input, and reassembles shapes.
+Each format is one class registered by key (``class Q4_0(GGUFFormat, key="q4_0")``) plus
+its row in ``labs.quant.spec``, which fixes its block, element and scale bits: the base
+class derives ``block_size``, ``bits_per_value``, the byte counts, the element range and
+the block shape from it. The class implements only block-level work: ``block_scales``
+(from per-block stats such as absmax: the stored scales, and what the encoder multiplies
+or divides by), ``encode_blocks`` (elements to codes), ``decode_elements`` and
+``decode_scales`` for the way back, and ``pack`` (its byte layout). This base class does
+everything around the blocks: it checks the input, flattens it to rows, pads the last
+dim up to a whole number of blocks, hands the blocks over in cache-sized chunks, checks
+for non-finite input, and reassembles shapes.
 
 Why chunks: in eager torch every elementwise op reads and writes its whole operand, so a
 quantizer of twenty ops would stream a 64 MiB tensor through memory twenty times. Feeding
@@ -27,6 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from labs.quant import constants as C
 from labs.quant.blockops import block_absmax
+from labs.quant.spec import SPECS, FormatKey, FormatSpec
+from labs.quant.tensor import QuantizedTensor
 
 if TYPE_CHECKING:
     import torch
@@ -80,31 +85,25 @@ class Format(ABC):
 
     Subclasses are dataclasses whose fields are the format's options (every option has a
     default). ``FORMATS[key]`` holds the instance with default options;
-    ``configure(**options)`` returns a variant.
+    ``configure(**options)`` returns a variant. Sizes, element range and block shape come
+    from the format's row in ``labs.quant.spec`` (``spec``); a subclass implements only
+    the block-level steps marked abstract below, plus the optional hooks after them.
     """
 
     nonfinite: str = "raise"
 
     key: ClassVar[str] = ""
-    layout_kind: ClassVar[str] = "rows"
-    element: ClassVar[str] = ""  # element type, for docs and labs: "E2M1", "int4", ...
-    scale_type: ClassVar[str] = ""  # stored scale type, for docs and labs: "E8M0", "fp16", ...
-    reference: ClassVar[str] = ""  # what it matches, for docs and labs
     # Quantize this many times more blocks per chunk on the CPU: formats that run many
     # small ops per chunk (the k-quants' scale search) pay per-op overhead otherwise.
     chunk_factor: ClassVar[int] = 1
-
-    @property
-    def stored_scale(self) -> str:
-        """The scale type this configuration stores (``scale_type`` unless an option
-        such as ``scale_dtype`` changes it)."""
-        return self.scale_type
 
     def __init_subclass__(cls, key: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if key is not None:
             if key in _REGISTRY:
                 raise ValueError(f"format key {key!r} is registered twice")
+            if key not in SPECS:
+                raise ValueError(f"format key {key!r} has no row in labs.quant.spec")
             cls.key = key
             _REGISTRY[key] = cls
 
@@ -132,38 +131,78 @@ class Format(ABC):
             )
         return dataclasses.replace(self, **options) if options else self
 
-    # --- sizes ---------------------------------------------------------------------------
+    # --- what the spec row says ------------------------------------------------------------
 
     @property
-    @abstractmethod
+    def spec(self) -> FormatSpec:
+        """This configuration's row of ``labs.quant.spec`` (formats whose options change
+        the stored scales override it)."""
+        return SPECS[FormatKey(self.key)]
+
+    @property
     def block_size(self) -> int | None:
         """Elements that share one scale, or None when a whole row or tensor does."""
+        return self.spec.block_size
 
     @property
-    @abstractmethod
     def bits_per_value(self) -> float:
         """Stored bits per element, element bits plus per-block scales and zero points.
 
         Per-tensor values (an NVFP4 tensor scale) and per-row scales (``granularity=
         "channel"``) depend on the shape and are left out; ``storage_bytes`` counts them.
         """
+        return self.spec.bits_per_value
 
-    @abstractmethod
     def storage_bytes(self, layout: Layout) -> int:
         """Every stored byte for a tensor cut as ``layout``: payload, scales, zero points
         and per-tensor values."""
+        return self.spec.storage_bytes(layout.n_rows, layout.row_len)
 
-    @abstractmethod
     def payload_bytes(self, layout: Layout) -> int:
         """Bytes of element codes alone (no scales)."""
+        return self.spec.payload_bytes(layout.n_rows, layout.row_len)
+
+    @property
+    def element(self) -> str:
+        """The element type, for docs and labs: "E2M1", "int4", ..."""
+        return self.spec.element
+
+    @property
+    def scale_type(self) -> str:
+        """The stored scale type with default options ("E8M0", "fp16", ...)."""
+        return SPECS[FormatKey(self.key)].scale_type
+
+    @property
+    def stored_scale(self) -> str:
+        """The scale type this configuration stores (``scale_dtype`` may change it)."""
+        return self.spec.scale_type
+
+    @property
+    def reference(self) -> str:
+        """What the format matches, for docs and labs."""
+        return self.spec.reference
+
+    @property
+    def layout_kind(self) -> str:
+        """Blocks along the last dim ("rows") or over the flattened tensor ("flat")."""
+        return "flat" if self.spec.flat else "rows"
+
+    @property
+    def scale_scope(self) -> str:
+        """Where one scale applies: "tensor", "channel" (one row) or "block"."""
+        return self.spec.scale_scope
+
+    def element_range(self) -> tuple[float, float]:
+        """The smallest and largest element value the quantizer produces (before scaling)."""
+        return float(self.spec.element_min), float(self.spec.element_max)
 
     def block_len_for(self, row_len: int) -> int:
-        """Elements per block for rows of ``row_len`` (the row itself when unblocked)."""
-        return self.block_size or row_len
+        """Elements per block (the k-quants' sub-block; the row itself when unblocked)."""
+        return self.spec.sub_block_size or self.spec.block_size or row_len
 
     def layout_for(self, shape: tuple[int, ...]) -> Layout:
         numel = math.prod(shape)
-        if self.layout_kind == "flat":
+        if self.spec.flat:
             n_rows, row_len = 1, numel
         else:
             row_len = shape[-1] if shape else 1
@@ -173,32 +212,6 @@ class Format(ABC):
         return Layout(tuple(shape), n_rows, row_len, block_len, padded_row_len)
 
     # --- what each format implements ----------------------------------------------------
-
-    @property
-    def code_dtype(self) -> torch.dtype:
-        import torch
-
-        return torch.uint8
-
-    def tensor_fields(
-        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
-    ) -> dict[str, torch.Tensor]:
-        """Per-tensor values (e.g. ``tensor_amax``, which the non-finite check reads, and
-        ``tensor_scale_fp32``), from the blocks or from every block's ``stats`` (empty
-        when ``has_block_stats`` is False), given how the tensor is cut into blocks.
-        Default: none."""
-        return {}
-
-    @property
-    def has_block_stats(self) -> bool:
-        """False when every scale is per tensor (then ``block_stats`` is not called)."""
-        return True
-
-    def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Per-block float32 reductions of (n, block_len) blocks, each of shape (n,).
-        Each must be NaN or Inf when its block holds a non-finite value (the non-finite
-        check reads them). Default: ``{"amax": max |x|}``."""
-        return {"amax": block_absmax(x_hp)}
 
     @abstractmethod
     def block_scales(
@@ -217,48 +230,15 @@ class Format(ABC):
         """Codes of (n, block_len) float32 blocks, given their rows of ``params``.
         ``x_hp`` may be a view of the caller's tensor: never modify it in place."""
 
-    def finalize(
-        self, fields: dict[str, torch.Tensor], tensor: dict[str, torch.Tensor]
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """Post-process after all blocks (NF4's double quantization). Default: nothing."""
-        return fields, tensor
-
     @abstractmethod
     def decode_elements(self, codes: torch.Tensor) -> torch.Tensor:
         """Codes to their float32 element values, before any scale (a new tensor)."""
-
-    @abstractmethod
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per block (1-D, n_blocks long): the effective float32 scale and the additive
-        offset (None when zero), so that ``value = element * scale + offset``."""
-
-    @property
-    def scale_scope(self) -> str:
-        """Where one scale applies: "tensor", "channel" (one row) or "block"."""
-        return "block"
-
-    def dequantize_blocks(
-        self, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None
-    ) -> torch.Tensor:
-        """(n, block_len) codes back to float32, given each block's scale and offset."""
-        out = self.decode_elements(codes).mul_(scale[:, None])
-        if offset is not None:
-            out.add_(offset[:, None])
-        return out
 
     @abstractmethod
     def decode_scales(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
     ) -> torch.Tensor:
         """The decoded stored scales, float32, 1-D in row-major block order."""
-
-    def decode_zero_points(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
-    ) -> torch.Tensor | None:
-        """Stored zero points or block minimums, None for symmetric formats."""
-        return None
 
     @abstractmethod
     def pack(
@@ -269,9 +249,44 @@ class Format(ABC):
     ) -> torch.Tensor:
         """The stored bytes as a flat uint8 tensor (see each format for the layout)."""
 
-    @abstractmethod
-    def element_range(self) -> tuple[float, float]:
-        """The smallest and largest element value the quantizer produces (before scaling)."""
+    # --- optional hooks, with the defaults most formats use --------------------------------
+
+    @property
+    def code_dtype(self) -> torch.dtype:
+        """The dtype of the unpacked codes (uint8 unless a format stores signed codes)."""
+        import torch
+
+        return torch.uint8
+
+    def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-block float32 reductions of (n, block_len) blocks, each of shape (n,).
+        Each must be NaN or Inf when its block holds a non-finite value (the non-finite
+        check reads them). Not called when every scale is per tensor. Default:
+        ``{"amax": max |x|}``."""
+        return {"amax": block_absmax(x_hp)}
+
+    def tensor_fields(
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
+    ) -> dict[str, torch.Tensor]:
+        """Per-tensor values (e.g. ``tensor_amax``, which the non-finite check reads, and
+        ``tensor_scale_fp32``), from the blocks or from every block's ``stats`` (empty
+        when the scale is per tensor), given how the tensor is cut into blocks.
+        Default: none."""
+        return {}
+
+    def decode_zero_points(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor | None:
+        """Stored zero points or block minimums, None for symmetric formats."""
+        return None
+
+    def scale_offset(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per block (1-D, n_blocks long): the effective float32 scale and the additive
+        offset (None when zero), so that ``value = element * scale + offset``. Default:
+        the decoded scales, and the decoded zero points as the offset (a block minimum)."""
+        return self.decode_scales(fields, tensor), self.decode_zero_points(fields, tensor)
 
     # --- the shared pipeline --------------------------------------------------------------
 
@@ -299,7 +314,7 @@ class Format(ABC):
         starts = range(0, layout.n_blocks, step)
 
         stats: dict[str, torch.Tensor] = {}
-        if self.has_block_stats:
+        if self.scale_scope != "tensor":
             parts: dict[str, list[torch.Tensor]] = {}
             for start in starts:
                 chunk = x_blocks[start : start + step].to(torch.float32)
@@ -317,166 +332,22 @@ class Format(ABC):
             chunk = x_blocks[start:stop].to(torch.float32)
             chunk_params = {name: value[start:stop] for name, value in params.items()}
             codes[start:stop] = self.encode_blocks(chunk, chunk_params, tensor)
-        fields, tensor = self.finalize(fields, tensor)
         return QuantizedTensor(self, layout, x.dtype, codes, fields, tensor)
+
+    def dequantize_blocks(
+        self, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None
+    ) -> torch.Tensor:
+        """(n, block_len) codes back to float32, given each block's scale and offset."""
+        out = self.decode_elements(codes).mul_(scale[:, None])
+        if offset is not None:
+            out.add_(offset[:, None])
+        return out
 
 
 def _cat(values: list[torch.Tensor]) -> torch.Tensor:
     import torch
 
     return values[0] if len(values) == 1 else torch.cat(values)
-
-
-@dataclass(frozen=True)
-class Affine:
-    """``value = element * scale + offset``: element values shaped like the blocks
-    (n_blocks, block_len); ``scale`` and ``offset`` per block (offset None when zero);
-    ``scope`` says where the scale is constant: "tensor", "channel" or "block"."""
-
-    elements: torch.Tensor
-    scale: torch.Tensor
-    offset: torch.Tensor | None
-    scope: str
-
-
-class QuantizedTensor:
-    """The result of ``quantize``: codes and scales plus what is needed to undo them.
-
-    ``codes`` (same shape as the input, integer), ``scales`` (float32, 1-D, row-major
-    block order), ``nbytes`` (every stored byte), ``padded`` (elements added to fill the
-    last block of each row), ``dequantize()`` and ``to_bytes()``.
-    """
-
-    def __init__(
-        self,
-        fmt: Format,
-        layout: Layout,
-        dtype: torch.dtype,
-        qdata: torch.Tensor,
-        fields: dict[str, torch.Tensor],
-        tensor: dict[str, torch.Tensor],
-    ) -> None:
-        self.format = fmt
-        self.layout = layout
-        self.dtype = dtype
-        self.qdata = qdata  # (n_blocks, block_len) codes, padding included
-        self.fields = fields
-        self.tensor_fields = tensor
-
-    def __repr__(self) -> str:
-        options = ", ".join(f"{k}={v!r}" for k, v in self.format.options().items())
-        return (
-            f"QuantizedTensor({self.format.key}, shape={self.shape}, {options}, "
-            f"nbytes={self.nbytes}, padded={self.padded})"
-        )
-
-    @property
-    def key(self) -> str:
-        return self.format.key
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.layout.shape
-
-    @property
-    def device(self) -> torch.device:
-        return self.qdata.device
-
-    @property
-    def padded(self) -> int:
-        """Elements added to complete the last block of each row (0 when none)."""
-        return self.layout.padded
-
-    @property
-    def n_blocks(self) -> int:
-        return self.layout.n_blocks
-
-    @property
-    def nbytes(self) -> int:
-        """Every stored byte: payload, block scales, zero points, per-tensor scales."""
-        return self.format.storage_bytes(self.layout)
-
-    @property
-    def payload_nbytes(self) -> int:
-        return self.format.payload_bytes(self.layout)
-
-    @property
-    def codes(self) -> torch.Tensor:
-        """Each element's code, unpacked, same shape as the input."""
-        return self.unblock(self.qdata)
-
-    @property
-    def scales(self) -> torch.Tensor:
-        """Decoded stored scales (float32, 1-D, row-major block order).
-
-        One per block for block formats, one per row for ``granularity="channel"``, a
-        single value for ``granularity="tensor"``. NVFP4's are the decoded E4M3 block
-        scales; its float32 tensor scale is ``tensor_scale``.
-        """
-        return self.format.decode_scales(self.fields, self.tensor_fields)
-
-    @property
-    def tensor_scale(self) -> torch.Tensor | None:
-        """The float32 per-tensor scale of two-level formats (NVFP4), else None."""
-        return self.tensor_fields.get("tensor_scale_fp32")
-
-    @property
-    def zero_points(self) -> torch.Tensor | None:
-        """Stored zero points (int formats with ``zero_point=True``) or block minimums
-        (q4_1's ``m``, decoded to float32); None for symmetric formats."""
-        return self.format.decode_zero_points(self.fields, self.tensor_fields)
-
-    def unblock(self, blocks: torch.Tensor) -> torch.Tensor:
-        """(n_blocks, block_len) back to the input's shape, padding dropped."""
-        layout = self.layout
-        rows = blocks.reshape(layout.n_rows, layout.padded_row_len)
-        if layout.padded:
-            rows = rows[:, : layout.row_len]
-        return rows.reshape(layout.shape)
-
-    def scale_offset(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per block: effective float32 scale and additive offset (None when zero)."""
-        return self.format.scale_offset(self.fields, self.tensor_fields, self.layout)
-
-    def dequantize(self) -> torch.Tensor:
-        """Float32 tensor with the input's shape, on the input's device."""
-        import torch
-
-        scale, offset = self.scale_offset()
-        out = torch.empty(self.qdata.shape, dtype=torch.float32, device=self.device)
-        step = _chunk_blocks(self.layout.block_len, self.device)
-        for start in range(0, self.layout.n_blocks, step):
-            stop = start + step
-            out[start:stop] = self.format.dequantize_blocks(
-                self.qdata[start:stop],
-                scale[start:stop],
-                None if offset is None else offset[start:stop],
-            )
-        return self.unblock(out)
-
-    def affine(self) -> Affine:
-        """Element values (blocks), per-block scale and offset: see ``Affine``."""
-        scale, offset = self.scale_offset()
-        elements = self.format.decode_elements(self.qdata)
-        return Affine(elements, scale, offset, self.format.scale_scope)
-
-    def block_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per block, the smallest and largest value the quantizer can produce (float32).
-        A value outside them was clipped."""
-        import torch
-
-        scale, offset = self.scale_offset()
-        lo_elem, hi_elem = self.format.element_range()
-        lo = torch.minimum(lo_elem * scale, hi_elem * scale)
-        hi = torch.maximum(lo_elem * scale, hi_elem * scale)
-        if offset is not None:
-            lo, hi = lo + offset, hi + offset
-        return lo, hi
-
-    def to_bytes(self) -> bytes:
-        """The packed stored representation (GGUF's block layout for the q* formats)."""
-        packed = self.format.pack(self.qdata, self.fields, self.tensor_fields)
-        return packed.cpu().numpy().tobytes()
 
 
 def _chunk_blocks(block_len: int, device: torch.device, cpu_factor: int = 1) -> int:

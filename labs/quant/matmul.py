@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from labs.quant.core import QuantizedTensor
+from labs.quant.tensor import QuantizedTensor
 
 if TYPE_CHECKING:
     import torch

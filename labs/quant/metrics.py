@@ -34,7 +34,7 @@ from labs.quant import constants as C
 if TYPE_CHECKING:
     import torch
 
-    from labs.quant.core import QuantizedTensor
+    from labs.quant.tensor import QuantizedTensor
 
 DECIBELS_PER_DECADE = 10.0
 # An element counts as clipped only when it lies beyond its block's range by more than

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from labs.quant import constants as C
 from labs.quant.blockops import nonzero_divisor, tensor_absmax
 from labs.quant.core import Layout
 from labs.quant.formats.granular import GranularFormat
@@ -29,23 +28,6 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Float8Format(GranularFormat):
     elem: ClassVar[MiniFloat] = E4M3
-    scale_type: ClassVar[str] = "fp32"
-    reference: ClassVar[str] = (
-        "OFP8 rev 1.0 elements; torch float8 casts after clamping (bit-identical)"
-    )
-
-    @property
-    def bits_per_value(self) -> float:
-        return C.BITS_PER_BYTE + self.scale_bits_per_value()
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return layout.stored
-
-    def storage_bytes(self, layout: Layout) -> int:
-        return self.payload_bytes(layout) + self.n_scales(layout) * self.scale_bytes
-
-    def element_range(self) -> tuple[float, float]:
-        return -self.elem.max_normal, self.elem.max_normal
 
     def tensor_fields(
         self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
@@ -55,10 +37,6 @@ class Float8Format(GranularFormat):
         amax = tensor_absmax(x_blocks)
         scale = amax / self.elem.max_normal
         return {"tensor_amax": amax, "scale_fp32": scale, "divisor": nonzero_divisor(scale)}
-
-    @property
-    def has_block_stats(self) -> bool:
-        return self.scale_scope != "tensor"
 
     def block_scales(
         self, stats: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -81,11 +59,6 @@ class Float8Format(GranularFormat):
     def decode_elements(self, codes: torch.Tensor) -> torch.Tensor:
         return self.elem.decode(codes)
 
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.block_scale(fields, tensor, layout), None
-
     def pack(
         self,
         codes: torch.Tensor,
@@ -102,7 +75,6 @@ class Fp8E4M3(Float8Format, key="fp8_e4m3"):
     """E4M3 ("fn": no Inf, one NaN, max 448); default one scale per tensor."""
 
     elem: ClassVar[MiniFloat] = E4M3
-    element: ClassVar[str] = "E4M3"
 
 
 @dataclass(frozen=True)
@@ -110,4 +82,3 @@ class Fp8E5M2(Float8Format, key="fp8_e5m2"):
     """E5M2 (IEEE-like, max 57344); default one scale per tensor."""
 
     elem: ClassVar[MiniFloat] = E5M2
-    element: ClassVar[str] = "E5M2"

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from labs.quant import constants as C
 from labs.quant.blockops import block_min_max
-from labs.quant.core import Format, Layout
+from labs.quant.core import Format
 
 if TYPE_CHECKING:
     import torch
@@ -62,20 +62,7 @@ def _fp16_bytes(values: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class GGUFFormat(Format):
-    type_size: ClassVar[int] = 0  # bytes per block, from ggml-common.h
-    scale_type: ClassVar[str] = "fp16"
-    reference: ClassVar[str] = "llama.cpp quantize_row_*_ref; bit-exact with gguf-py quants.py"
-
-    @property
-    def block_size(self) -> int:
-        return C.QK8_0
-
-    @property
-    def bits_per_value(self) -> float:
-        return self.type_size * C.BITS_PER_BYTE / self.block_size
-
-    def storage_bytes(self, layout: Layout) -> int:
-        return layout.n_blocks * self.type_size
+    """Shared by the GGUF formats: an fp16 ``d`` per block (``scale_fp16``)."""
 
     def decode_scales(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -84,28 +71,16 @@ class GGUFFormat(Format):
 
         return fields["scale_fp16"].to(torch.float32)
 
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.decode_scales(fields, tensor), None
-
 
 @dataclass(frozen=True)
 class Q8_0(GGUFFormat, key="q8_0"):
-    type_size: ClassVar[int] = C.FP16_BYTES + C.QK8_0
-    element: ClassVar[str] = "int8"
+    """fp16 ``d`` then 32 int8 codes per block of 32."""
 
     @property
     def code_dtype(self) -> torch.dtype:
         import torch
 
         return torch.int8
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return layout.stored
-
-    def element_range(self) -> tuple[float, float]:
-        return float(-C.Q8_0_MAX), float(C.Q8_0_MAX)
 
     def block_scales(
         self, stats: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -152,14 +127,7 @@ def _pack_halves(codes: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Q4_0(GGUFFormat, key="q4_0"):
-    type_size: ClassVar[int] = C.FP16_BYTES + C.QK4_0 // 2
-    element: ClassVar[str] = "uint4, offset 8"
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return layout.stored // 2
-
-    def element_range(self) -> tuple[float, float]:
-        return float(-C.Q4_0_OFFSET), float(C.NIBBLE_MAX - C.Q4_0_OFFSET)
+    """fp16 ``d`` then 16 bytes of nibbles (stored ``q + 8``) per block of 32."""
 
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"signed_max": _first_largest_magnitude(x_hp)}
@@ -204,14 +172,7 @@ class Q4_0(GGUFFormat, key="q4_0"):
 
 @dataclass(frozen=True)
 class Q4_1(GGUFFormat, key="q4_1"):
-    type_size: ClassVar[int] = 2 * C.FP16_BYTES + C.QK4_1 // 2
-    element: ClassVar[str] = "uint4 with fp16 block minimum"
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return layout.stored // 2
-
-    def element_range(self) -> tuple[float, float]:
-        return 0.0, float(C.NIBBLE_MAX)
+    """fp16 ``d``, fp16 block minimum ``m``, then 16 bytes of nibbles per block of 32."""
 
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         lo, hi = block_min_max(x_hp)
@@ -249,13 +210,6 @@ class Q4_1(GGUFFormat, key="q4_1"):
         import torch
 
         return fields["min_fp16"].to(torch.float32)
-
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        import torch
-
-        return self.decode_scales(fields, tensor), fields["min_fp16"].to(torch.float32)
 
     def pack(
         self,

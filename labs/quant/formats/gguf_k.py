@@ -304,33 +304,18 @@ def _nonfinite_super(amax: torch.Tensor) -> torch.Tensor:
 class KQuantFormat(GGUFFormat):
     """Shared by q4_k and q6_k: super-blocks of 256 made of sub-blocks."""
 
-    sub_block: ClassVar[int] = 0  # elements per sub-block: one effective scale each
     chunk_factor: ClassVar[int] = 8  # the search runs ~30 small ops per candidate scale
-    element_bits: ClassVar[int] = 0
-    reference: ClassVar[str] = (
-        "llama.cpp quantize_row_q*_K_ref (no importance matrix), bit for bit; layout "
-        "read back by gguf-py's dequantizer"
-    )
 
     @property
-    def block_size(self) -> int:
-        return C.QK_K
+    def sub_block(self) -> int:
+        """Elements per sub-block: one effective scale each."""
+        sub_block = self.spec.sub_block_size
+        assert sub_block is not None
+        return sub_block
 
     @property
     def sub_blocks(self) -> int:
         return C.QK_K // self.sub_block
-
-    def block_len_for(self, row_len: int) -> int:
-        return self.sub_block
-
-    def _n_super(self, layout: Layout) -> int:
-        return layout.n_rows * -(-layout.padded_row_len // C.QK_K)
-
-    def storage_bytes(self, layout: Layout) -> int:
-        return self._n_super(layout) * self.type_size
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return self._n_super(layout) * C.QK_K * self.element_bits // C.BITS_PER_BYTE
 
     def tensor_fields(
         self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
@@ -353,11 +338,6 @@ class KQuantFormat(GGUFFormat):
         """The effective scale of every sub-block: fp16 d times its sub-block scale."""
         return self.effective(fields, tensor)[0]
 
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.effective(fields, tensor)
-
     def pack(
         self,
         codes: torch.Tensor,
@@ -371,20 +351,11 @@ class KQuantFormat(GGUFFormat):
     def pack_super_blocks(
         self, codes: torch.Tensor, fields: Mapping[str, torch.Tensor]
     ) -> torch.Tensor:
-        """(n_super, 256) codes and the fields to (n_super, type_size) bytes."""
+        """(n_super, 256) codes and the fields to (n_super, bytes per block) bytes."""
 
 
 @dataclass(frozen=True)
 class Q4_K(KQuantFormat, key="q4_k"):
-    type_size: ClassVar[int] = 2 * C.FP16_BYTES + C.K_SCALE_SIZE + C.QK_K // 2
-    sub_block: ClassVar[int] = C.Q4_K_SUB_BLOCK
-    element_bits: ClassVar[int] = C.NIBBLE_BITS
-    element: ClassVar[str] = "uint4 with a per-32 minimum"
-    scale_type: ClassVar[str] = "fp16 × 6-bit"
-
-    def element_range(self) -> tuple[float, float]:
-        return 0.0, float(C.Q4_K_LEVELS)
-
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         scale, the_min, codes = make_qkx2_quants(x_hp)
         return {"amax": block_absmax(x_hp), "scale": scale, "min": the_min, "codes": codes}
@@ -481,18 +452,6 @@ def _sub_scale(v: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Q6_K(KQuantFormat, key="q6_k"):
-    # ql: 4 low bits per value, qh: 2 high bits per value, int8 scales, fp16 d.
-    type_size: ClassVar[int] = (
-        C.QK_K * C.Q6_K_BITS // C.BITS_PER_BYTE + C.QK_K // C.Q6_K_SUB_BLOCK + C.FP16_BYTES
-    )
-    sub_block: ClassVar[int] = C.Q6_K_SUB_BLOCK
-    element_bits: ClassVar[int] = C.Q6_K_BITS
-    element: ClassVar[str] = "uint6, offset 32"
-    scale_type: ClassVar[str] = "fp16 × int8"
-
-    def element_range(self) -> tuple[float, float]:
-        return float(-C.Q6_K_NMAX), float(C.Q6_K_NMAX - 1)
-
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         scale, codes = make_qx_quants(x_hp)
         return {"amax": block_absmax(x_hp), "scale": scale, "codes": codes}

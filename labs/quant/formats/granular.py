@@ -3,7 +3,7 @@
 ``granularity="tensor"``: one scale for the whole tensor; ``"channel"``: one per row (all
 leading dims flattened; for a (out, in) weight, one per output channel); an int: one per
 block of that many elements along the last dim. Scales are float32 unless a subclass
-stores them narrower (``scale_field`` and ``scale_bytes`` say how they are stored).
+stores them narrower (``scale_field`` and ``spec`` say how they are stored).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from labs.quant import constants as C
 from labs.quant.core import Format, Layout
+from labs.quant.spec import FP32_BITS, SPECS, FormatKey, FormatSpec
 
 if TYPE_CHECKING:
     import torch
@@ -36,12 +36,13 @@ class GranularFormat(Format):
             )
 
     @property
-    def block_size(self) -> int | None:
-        return self.granularity if isinstance(self.granularity, int) else None
+    def spec(self) -> FormatSpec:
+        return self.scaled_spec("fp32", FP32_BITS)
 
-    @property
-    def scale_scope(self) -> str:
-        return self.granularity if isinstance(self.granularity, str) else "block"
+    def scaled_spec(self, scale_type: str, scale_bits: int, zero_point_bits: int = 0) -> FormatSpec:
+        """The format's row with this ``granularity`` and scales of ``scale_bits``."""
+        row = SPECS[FormatKey(self.key)]
+        return row.with_granularity(self.granularity, scale_bits, scale_type, zero_point_bits)
 
     @property
     def scale_field(self) -> str:
@@ -49,24 +50,19 @@ class GranularFormat(Format):
         named after their stored dtype."""
         return "scale_fp32"
 
-    @property
-    def scale_bytes(self) -> int:
-        """Bytes of one stored scale."""
-        return C.FP32_BYTES
-
-    def n_scales(self, layout: Layout) -> int:
-        if self.scale_scope == "tensor":
-            return 1
-        return layout.n_blocks  # one per row for "channel" (the row is the block)
-
-    def block_scale(
+    def scale_offset(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> torch.Tensor:
-        """The float32 scale of every block, 1-D (expanded, not copied, per tensor)."""
-        scales = self.decode_scales(fields, tensor)
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The float32 scale of every block, 1-D (expanded, not copied, per tensor), and
+        ``-zero_point * scale`` as the offset when there are zero points."""
+        scale = self.decode_scales(fields, tensor)
         if self.scale_scope == "tensor":
-            return scales.expand(layout.n_blocks)
-        return scales
+            scale = scale.expand(layout.n_blocks)
+        zero_point = self.decode_zero_points(fields, tensor)
+        if zero_point is None:
+            return scale, None
+        zero_point = zero_point.float().reshape(-1).expand(layout.n_blocks)
+        return scale, -zero_point * scale
 
     def decode_scales(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -76,10 +72,3 @@ class GranularFormat(Format):
         if self.scale_scope == "tensor":
             return tensor[self.scale_field].reshape(1).to(torch.float32)
         return fields[self.scale_field].to(torch.float32)
-
-    def scale_bits_per_value(self) -> float:
-        """Scale bits per element that a fixed block size implies (zero points not
-        included)."""
-        if self.block_size is None:
-            return 0.0
-        return self.scale_bytes * C.BITS_PER_BYTE / self.block_size

@@ -28,32 +28,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from labs.quant import constants as C
 from labs.quant.blockops import block_absmax, block_min_max, nonzero_divisor, tensor_absmax
 from labs.quant.core import Layout
 from labs.quant.formats.granular import GranularFormat
 from labs.quant.packing import le_bytes, pack_nibbles
+from labs.quant.spec import FP16_BITS, FP32_BITS, INT4_DEFAULT_GROUP, SPECS, FormatKey, FormatSpec
 
 if TYPE_CHECKING:
     import torch
 
-SCALE_DTYPE_BYTES = {"fp32": C.FP32_BYTES, "fp16": C.FP16_BYTES}
-SCALE_DTYPES = tuple(SCALE_DTYPE_BYTES)
+SCALE_DTYPE_BITS = {"fp32": FP32_BITS, "fp16": FP16_BITS}
+SCALE_DTYPES = tuple(SCALE_DTYPE_BITS)
 
 
 @dataclass(frozen=True)
 class IntegerFormat(GranularFormat):
     zero_point: bool = False
     scale_dtype: str = "fp32"
-
-    bits: ClassVar[int] = 8
-    scale_type: ClassVar[str] = "fp32"
-    reference: ClassVar[str] = (
-        "absmax / min-max affine quantization as in torchao quantize_affine and PyTorch "
-        "observers (round half to even)"
-    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -67,16 +61,19 @@ class IntegerFormat(GranularFormat):
             )
 
     @property
-    def stored_scale(self) -> str:
-        return self.scale_dtype
+    def spec(self) -> FormatSpec:
+        zero_point_bits = self.bits if self.zero_point else 0
+        return self.scaled_spec(
+            self.scale_dtype, SCALE_DTYPE_BITS[self.scale_dtype], zero_point_bits
+        )
+
+    @property
+    def bits(self) -> int:
+        return SPECS[FormatKey(self.key)].element_bits
 
     @property
     def scale_field(self) -> str:
         return f"scale_{self.scale_dtype}"
-
-    @property
-    def scale_bytes(self) -> int:
-        return SCALE_DTYPE_BYTES[self.scale_dtype]
 
     @property
     def qmax(self) -> int:
@@ -91,26 +88,6 @@ class IntegerFormat(GranularFormat):
         import torch
 
         return torch.uint8 if self.zero_point else torch.int8
-
-    @property
-    def bits_per_value(self) -> float:
-        extra = self.scale_bits_per_value()
-        if self.zero_point and self.block_size is not None:
-            extra += self.bits / self.block_size
-        return self.bits + extra
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return -(-layout.stored * self.bits // C.BITS_PER_BYTE)
-
-    def storage_bytes(self, layout: Layout) -> int:
-        n_scales = self.n_scales(layout)
-        zero_point_bytes = -(-n_scales * self.bits // C.BITS_PER_BYTE) if self.zero_point else 0
-        return self.payload_bytes(layout) + n_scales * self.scale_bytes + zero_point_bytes
-
-    def element_range(self) -> tuple[float, float]:
-        if self.zero_point:
-            return 0.0, float(self.levels)
-        return float(-self.qmax), float(self.qmax)
 
     # --- scales -------------------------------------------------------------------------
 
@@ -177,10 +154,6 @@ class IntegerFormat(GranularFormat):
 
     # --- blocks -------------------------------------------------------------------------
 
-    @property
-    def has_block_stats(self) -> bool:
-        return self.scale_scope != "tensor"
-
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         if self.zero_point:
             lo, hi = block_min_max(x_hp)
@@ -224,16 +197,6 @@ class IntegerFormat(GranularFormat):
 
         return codes.to(torch.float32)
 
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        scale = self.block_scale(fields, tensor, layout)
-        zero_point = self.decode_zero_points(fields, tensor)
-        if zero_point is None:
-            return scale, None
-        zero_point = zero_point.float().reshape(-1).expand(layout.n_blocks)
-        return scale, -zero_point * scale
-
     def decode_zero_points(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
     ) -> torch.Tensor | None:
@@ -268,8 +231,6 @@ class Int8(IntegerFormat, key="int8"):
     """8-bit integers; default one scale per row (per output channel)."""
 
     granularity: str | int = "channel"
-    bits: ClassVar[int] = 8
-    element: ClassVar[str] = "int8"
 
 
 @dataclass(frozen=True)
@@ -277,6 +238,4 @@ class Int4(IntegerFormat, key="int4"):
     """4-bit integers, two per byte; default one scale per 128 elements (the group size
     GPTQ, AWQ and torchao default to)."""
 
-    granularity: str | int = 128
-    bits: ClassVar[int] = 4
-    element: ClassVar[str] = "int4"
+    granularity: str | int = INT4_DEFAULT_GROUP

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from labs.quant import constants as C
-from labs.quant.core import Format, Layout
+from labs.quant.core import Format
 from labs.quant.minifloat import (
     E2M1,
     E2M3,
@@ -55,8 +55,6 @@ class MXFormat(Format):
     scale_rounding: str = "floor"
 
     elem: ClassVar[MiniFloat] = E2M1
-    scale_type: ClassVar[str] = "E8M0"
-    reference: ClassVar[str] = "OCP MX v1.0; bit-exact with torchao prototype.mx_formats to_mx"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -65,23 +63,6 @@ class MXFormat(Format):
                 f"{self.key}: scale_rounding={self.scale_rounding!r} is not one of "
                 f"{list(SCALE_ROUNDINGS)}"
             )
-
-    @property
-    def block_size(self) -> int:
-        return C.MX_BLOCK_SIZE
-
-    @property
-    def bits_per_value(self) -> float:
-        return self.elem.bits + C.E8M0_BYTES * C.BITS_PER_BYTE / C.MX_BLOCK_SIZE
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return -(-layout.stored * self.elem.bits // C.BITS_PER_BYTE)
-
-    def storage_bytes(self, layout: Layout) -> int:
-        return self.payload_bytes(layout) + layout.n_blocks * C.E8M0_BYTES
-
-    def element_range(self) -> tuple[float, float]:
-        return -self.elem.max_normal, self.elem.max_normal
 
     def block_scales(
         self, stats: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -110,11 +91,6 @@ class MXFormat(Format):
     ) -> torch.Tensor:
         return e8m0_to_fp32(fields["scale_e8m0"])
 
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.decode_scales(fields, tensor), None
-
     def pack(
         self,
         codes: torch.Tensor,
@@ -135,28 +111,23 @@ class MXFormat(Format):
 @dataclass(frozen=True)
 class MXFP8E4M3(MXFormat, key="mxfp8_e4m3"):
     elem: ClassVar[MiniFloat] = E4M3
-    element: ClassVar[str] = "E4M3"
 
 
 @dataclass(frozen=True)
 class MXFP8E5M2(MXFormat, key="mxfp8_e5m2"):
     elem: ClassVar[MiniFloat] = E5M2
-    element: ClassVar[str] = "E5M2"
 
 
 @dataclass(frozen=True)
 class MXFP6E2M3(MXFormat, key="mxfp6_e2m3"):
     elem: ClassVar[MiniFloat] = E2M3
-    element: ClassVar[str] = "E2M3"
 
 
 @dataclass(frozen=True)
 class MXFP6E3M2(MXFormat, key="mxfp6_e3m2"):
     elem: ClassVar[MiniFloat] = E3M2
-    element: ClassVar[str] = "E3M2"
 
 
 @dataclass(frozen=True)
 class MXFP4(MXFormat, key="mxfp4"):
     elem: ClassVar[MiniFloat] = E2M1
-    element: ClassVar[str] = "E2M1"

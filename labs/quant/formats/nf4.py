@@ -31,12 +31,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from labs.quant import constants as C
 from labs.quant.blockops import block_absmax, nonzero_divisor
 from labs.quant.core import Format, Layout
 from labs.quant.packing import le_bytes, pack_nibbles
+from labs.quant.spec import FP32_BITS, SPECS, FormatKey, FormatSpec
 
 if TYPE_CHECKING:
     import torch
@@ -152,46 +153,56 @@ def dynamic_map() -> tuple[float, ...]:
 class NF4(Format, key="nf4"):
     double_quant: bool = False
 
-    layout_kind: ClassVar[str] = "flat"
-    element: ClassVar[str] = "NF4 (16-entry normal-quantile table)"
-    scale_type: ClassVar[str] = "fp32 absmax (8-bit + fp32 per 256 with double_quant)"
-    reference: ClassVar[str] = "QLoRA NF4; bit-exact with bitsandbytes quantize_4bit (CPU)"
-
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.double_quant, bool):
             raise ValueError(f"nf4: double_quant must be True or False, got {self.double_quant!r}")
 
     @property
-    def block_size(self) -> int:
-        return C.NF4_BLOCK_SIZE
-
-    @property
-    def bits_per_value(self) -> float:
+    def spec(self) -> FormatSpec:
+        row = SPECS[FormatKey.NF4]
         if not self.double_quant:
-            return C.NIBBLE_BITS + C.FP32_BYTES * C.BITS_PER_BYTE / C.NF4_BLOCK_SIZE
-        second_level = C.FP32_BYTES * C.BITS_PER_BYTE / C.NF4_DOUBLE_QUANT_BLOCK_SIZE
-        return C.NIBBLE_BITS + (C.BITS_PER_BYTE + second_level) / C.NF4_BLOCK_SIZE
+            return row
+        # QLoRA double quantization: an 8-bit code per block absmax, an fp32 absmax per
+        # 256 of them, and their fp32 mean once per tensor.
+        return row.replace(
+            scale_bits=C.BITS_PER_BYTE,
+            scales_block=C.NF4_DOUBLE_QUANT_BLOCK_SIZE,
+            scales_block_bits=FP32_BITS,
+            tensor_scale_bits=FP32_BITS,
+        )
 
-    def payload_bytes(self, layout: Layout) -> int:
-        return -(-layout.stored * C.NIBBLE_BITS // C.BITS_PER_BYTE)
+    def tensor_fields(
+        self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout
+    ) -> dict[str, torch.Tensor]:
+        """With double_quant: the mean of the absmax values and the second-level absmax of
+        each group of 256 of them, centred on that mean."""
+        import torch
 
-    def storage_bytes(self, layout: Layout) -> int:
-        n_blocks = layout.n_blocks
         if not self.double_quant:
-            return self.payload_bytes(layout) + n_blocks * C.FP32_BYTES
-        n_second = -(-n_blocks // C.NF4_DOUBLE_QUANT_BLOCK_SIZE)
-        return self.payload_bytes(layout) + n_blocks + n_second * C.FP32_BYTES + C.FP32_BYTES
-
-    def element_range(self) -> tuple[float, float]:
-        return -C.NF4_NORMALIZED_MAX, C.NF4_NORMALIZED_MAX
+            return {}
+        absmax = stats["amax"]
+        offset = absmax.to(torch.float64).mean().to(torch.float32)
+        absmax2 = block_absmax(_absmax_groups(absmax, offset))
+        return {"absmax2_fp32": absmax2, "absmax_offset_fp32": offset}
 
     def block_scales(
         self, stats: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        import torch
+
         absmax = stats["amax"]
-        inverse = 1.0 / absmax.clamp(min=C.NF4_ABSMAX_FLOOR)
-        return {"absmax_fp32": absmax}, {"inverse": inverse}
+        # The elements use the exact absmax, as in bitsandbytes; with double_quant only
+        # dequantization sees the 8-bit one.
+        params = {"inverse": 1.0 / absmax.clamp(min=C.NF4_ABSMAX_FLOOR)}
+        if not self.double_quant:
+            return {"absmax_fp32": absmax}, params
+        groups = _absmax_groups(absmax, tensor["absmax_offset_fp32"])
+        normalised = groups / nonzero_divisor(tensor["absmax2_fp32"])[:, None]
+        table = torch.tensor(dynamic_map(), dtype=torch.float32, device=absmax.device)
+        midpoints = (table[:-1] + table[1:]) / 2
+        codes = torch.bucketize(normalised, midpoints).to(torch.uint8).reshape(-1)
+        return {"absmax_code": codes[: absmax.numel()]}, params
 
     def encode_blocks(
         self,
@@ -201,30 +212,6 @@ class NF4(Format, key="nf4"):
     ) -> torch.Tensor:
         y = (x_hp * params["inverse"][:, None]).clamp_(-C.NF4_NORMALIZED_MAX, C.NF4_NORMALIZED_MAX)
         return nf4_encode(y)
-
-    def finalize(
-        self, fields: dict[str, torch.Tensor], tensor: dict[str, torch.Tensor]
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        import torch
-
-        if not self.double_quant:
-            return fields, tensor
-        absmax = fields.pop("absmax_fp32")
-        offset = absmax.to(torch.float64).mean().to(torch.float32)
-        centred = absmax - offset
-        n_blocks = centred.numel()
-        pad = -n_blocks % C.NF4_DOUBLE_QUANT_BLOCK_SIZE
-        groups = torch.cat([centred, centred.new_zeros(pad)]).reshape(
-            -1, C.NF4_DOUBLE_QUANT_BLOCK_SIZE
-        )
-        absmax2 = block_absmax(groups)
-        normalised = groups / nonzero_divisor(absmax2)[:, None]
-        table = torch.tensor(dynamic_map(), dtype=torch.float32, device=absmax.device)
-        midpoints = (table[:-1] + table[1:]) / 2
-        codes = torch.bucketize(normalised, midpoints).to(torch.uint8).reshape(-1)[:n_blocks]
-        fields["absmax_code"] = codes
-        tensor = {**tensor, "absmax2_fp32": absmax2, "absmax_offset_fp32": offset}
-        return fields, tensor
 
     def decode_scales(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -246,11 +233,6 @@ class NF4(Format, key="nf4"):
         flat = torch.index_select(table, 0, codes.reshape(-1).to(torch.int32))
         return flat.reshape(codes.shape)
 
-    def scale_offset(
-        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.decode_scales(fields, tensor), None
-
     def pack(
         self,
         codes: torch.Tensor,
@@ -270,3 +252,13 @@ class NF4(Format, key="nf4"):
                 le_bytes(tensor["absmax_offset_fp32"]),
             ]
         )
+
+
+def _absmax_groups(absmax: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """The absmax values minus their mean, zero-padded into rows of 256 (QLoRA's blocks
+    for the second quantization)."""
+    import torch
+
+    centred = absmax - offset
+    pad = -centred.numel() % C.NF4_DOUBLE_QUANT_BLOCK_SIZE
+    return torch.cat([centred, centred.new_zeros(pad)]).reshape(-1, C.NF4_DOUBLE_QUANT_BLOCK_SIZE)

@@ -42,26 +42,6 @@ NVFP4_TENSOR_SCALE_DIVISOR = C.F8_E4M3_MAX * C.F4_E2M1_MAX  # 2688
 @dataclass(frozen=True)
 class NVFP4(Format, key="nvfp4"):
     elem: ClassVar[MiniFloat] = E2M1
-    element: ClassVar[str] = "E2M1"
-    scale_type: ClassVar[str] = "E4M3 per block + FP32 per tensor"
-    reference: ClassVar[str] = "NVIDIA NVFP4; bit-exact with torchao nvfp4_quantize (two-level)"
-
-    @property
-    def block_size(self) -> int:
-        return C.NVFP4_BLOCK_SIZE
-
-    @property
-    def bits_per_value(self) -> float:
-        return E2M1.bits + C.E4M3_BYTES * C.BITS_PER_BYTE / C.NVFP4_BLOCK_SIZE
-
-    def payload_bytes(self, layout: Layout) -> int:
-        return -(-layout.stored * E2M1.bits // C.BITS_PER_BYTE)
-
-    def storage_bytes(self, layout: Layout) -> int:
-        return self.payload_bytes(layout) + layout.n_blocks * C.E4M3_BYTES + C.FP32_BYTES
-
-    def element_range(self) -> tuple[float, float]:
-        return -C.F4_E2M1_MAX, C.F4_E2M1_MAX
 
     def tensor_fields(
         self, x_blocks: torch.Tensor, stats: Mapping[str, torch.Tensor], layout: Layout

@@ -45,6 +45,37 @@ def test_int4_bits_match_labs_quant_with_fp16_scales():
     assert gptq.matrix_bytes(8, 256) == 8 * 128 + 16 * 2 + 16 // 2 + 256 * 4
 
 
+# Each quantized checkpoint format and the labs.quant configuration that stores the same.
+QUANT_CONFIGURATIONS = {
+    "fp8": ("fp8_e4m3", {"granularity": "channel"}),
+    "int8": ("int8", {}),
+    "int4": ("int4", {"scale_dtype": "fp16"}),
+    "awq": ("int4", {"scale_dtype": "fp16", "zero_point": True}),
+    "gptq": ("int4", {"scale_dtype": "fp16", "zero_point": True}),
+    "nvfp4": ("nvfp4", {}),
+    "mxfp4": ("mxfp4", {}),
+    "nf4": ("nf4", {}),
+    "q4_0": ("q4_0", {}),
+    "q8_0": ("q8_0", {}),
+}
+
+
+def test_quantized_weight_formats_are_labs_quant_rows():
+    """memory keeps no block sizes or scale bits of its own: every quantized checkpoint
+    format is a row of labs.quant.spec as labs.quant would configure it."""
+    from labs.quant import FORMATS
+
+    quantized = {k for k, f in memory.WEIGHT_FORMATS.items() if f.quantized}
+    assert quantized == set(QUANT_CONFIGURATIONS)
+    for key, (quant_key, options) in QUANT_CONFIGURATIONS.items():
+        fmt = memory.WEIGHT_FORMATS[key]
+        assert fmt.spec == FORMATS[quant_key].configure(**options).spec, key
+        # Whole blocks: the checkpoint bytes are what labs.quant stores for the matrix.
+        assert fmt.matrix_bytes(8, 512) - 512 * fmt.column_bits // 8 == fmt.spec.storage_bytes(
+            8, 512
+        ), key
+
+
 def test_gguf_block_bytes_match_the_ggml_layout():
     # One row of 32 values is exactly one GGUF block: 18 bytes for Q4_0, 34 for Q8_0.
     assert memory.WEIGHT_FORMATS["q4_0"].matrix_bytes(1, 32) == 18
