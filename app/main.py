@@ -23,7 +23,6 @@ from app.middleware import LowbitMiddleware
 from app.routes import (
     accounts,
     health,
-    labs,
     lessons,
     notebook,
     pages,
@@ -35,6 +34,9 @@ from app.routes import (
     static,
     terms,
 )
+from app.routes import labs as lab_pages
+from app.runs.catalog import LabCatalogue, lab_catalogue
+from app.runs.queue import RunQueue
 from app.search import sync_index
 from app.settings import Settings
 from app.store import ContentStore
@@ -73,7 +75,9 @@ def storage_error_message(exc: Exception) -> tuple[str, int]:
     return DATABASE_DOWN_MESSAGE, DATABASE_DOWN_RETRY_S
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, labs: LabCatalogue | None = None) -> FastAPI:
+    """The web app for ``settings``. ``labs`` is the lab catalogue it offers: by
+    default the registry plus ``settings.extra_lab_modules`` (which only tests set)."""
     settings = settings or Settings()
     configure_logging()
     engine = make_engine(settings.db_url)
@@ -106,6 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = sessionmaker
     app.state.content = store
     app.state.static = manifest
+    app.state.labs = lab_catalogue(settings) if labs is None else labs
+    app.state.run_queue = RunQueue(settings)  # opens its storage on the first enqueue
     templates.env.globals["static_url"] = manifest.url
 
     for module in (
@@ -113,7 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pages,
         terms,
         lessons,
-        labs,
+        lab_pages,
         runs,
         reports,
         search,

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
 from app import notebook
 from app.db import Run
-from app.deps import LearnerDep, SessionDep, SettingsDep
-from labs.runtime import runs
-from labs.runtime.catalog import get_available_lab
-from labs.runtime.views import flatten, format_value
+from app.deps import LabsDep, RunDep, SessionDep
+from app.runs.service import lab_title
+from app.runs.views import flatten, format_value
 
 router = APIRouter(tags=["runs"])
 
@@ -71,14 +70,8 @@ def run_report(run: Run, title: str, entry: Any) -> str:
 
 
 @router.get("/runs/{run_id}/report.md")
-def report(
-    run_id: str, session: SessionDep, settings: SettingsDep, learner: LearnerDep
-) -> PlainTextResponse:
-    run = runs.get_run(session, run_id[:64], learner)
-    if run is None:
-        raise HTTPException(404, "No such run.")
-    lab = get_available_lab(settings, run.lab_id)
-    body = run_report(run, lab.title if lab else run.lab_id, notebook.for_run(session, run))
+def report(run: RunDep, session: SessionDep, labs: LabsDep) -> PlainTextResponse:
+    body = run_report(run, lab_title(labs, run.lab_id), notebook.for_run(session, run))
     return PlainTextResponse(
         body,
         media_type="text/markdown; charset=utf-8",

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from app.settings import ROOT, Settings
-from tests.conftest import free_port
+from tests.conftest import TEST_LAB_MODULES, free_port
 from tests.factories import make_content
 
 POSTGRES_ADMIN_URL = os.environ.get(
@@ -41,6 +41,7 @@ START_TIMEOUT_S = 60.0
 # durability tests finish in seconds.
 STACK_SETTINGS = {
     "LOWBIT_ENV": "test",
+    "LOWBIT_EXTRA_LAB_MODULES": TEST_LAB_MODULES,  # the sandbox probes
     "LOWBIT_HEARTBEAT_SECONDS": "0.5",
     "LOWBIT_REAPER_GRACE_SECONDS": "3",
     "LOWBIT_MAX_ATTEMPTS": "2",
@@ -133,7 +134,7 @@ class Stack:
     @property
     def queue(self) -> Any:
         if self._queue is None:
-            from labs.runtime.queue import RunQueue
+            from app.runs.queue import RunQueue
 
             self._queue = RunQueue(self.settings)
         return self._queue
@@ -525,7 +526,9 @@ def inproc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     from app.migrate import upgrade
 
     data = tmp_path_factory.mktemp("inproc") / "data"
-    settings = Settings(env="test", data_dir=data, content_dir=ROOT / "content")
+    settings = Settings(
+        env="test", data_dir=data, content_dir=ROOT / "content", extra_lab_modules=TEST_LAB_MODULES
+    )
     data.mkdir(parents=True)
     upgrade(settings.db_url)
     app = create_app(settings)
