@@ -10,7 +10,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from app.db import Learner, Run, Worker, make_engine, make_sessionmaker, utcnow
-from app.main import DATABASE_DOWN_MESSAGE, DISK_FULL_MESSAGE, storage_error_message
+from app.errors import DATABASE_DOWN_MESSAGE, DISK_FULL_MESSAGE, storage_error_message
 from app.runs import store
 from app.runs.worker import is_transient_db_error
 from app.settings import Settings
