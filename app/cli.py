@@ -116,9 +116,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     if args.check:
         return worker_check(_settings())
-    from labs.runtime.cli import worker_main
+    from app.runs.worker import main
 
-    return worker_main(_settings())
+    return main(_settings())
 
 
 def worker_check(settings) -> int:  # type: ignore[no-untyped-def]
@@ -128,7 +128,7 @@ def worker_check(settings) -> int:  # type: ignore[no-untyped-def]
     from sqlalchemy import select
 
     from app.db import Worker, make_engine, make_sessionmaker
-    from labs.runtime.runs import worker_is_live
+    from app.runs.store import worker_is_live
 
     engine = make_engine(settings.db_url)
     try:
@@ -145,15 +145,17 @@ def worker_check(settings) -> int:  # type: ignore[no-untyped-def]
 
 
 def cmd_lab_list(args: argparse.Namespace) -> int:
+    from labs.registry import all_labs
     from labs.runtime.cli import lab_list
 
-    return lab_list()
+    return lab_list(all_labs())
 
 
 def cmd_lab_run(args: argparse.Namespace) -> int:
+    from labs.registry import all_labs
     from labs.runtime.cli import lab_run
 
-    return lab_run(args.lab, args.param or [])
+    return lab_run(all_labs(), args.lab, args.param or [])
 
 
 def cmd_user_create(args: argparse.Namespace) -> int:

@@ -118,7 +118,7 @@ class LowbitMiddleware:
 
         method = scope["method"]
         if method not in SAFE_METHODS:
-            ok, receive = await self._check_csrf(scope, receive, headers, csrf, bool(token))
+            ok, receive = await self._check_csrf(scope, receive, headers, csrf)
             if not ok:
                 await self._reject(scope, send, request_id, new_cookies)
                 self._log(scope, 403, started, request_id, learner_id)
@@ -163,7 +163,6 @@ class LowbitMiddleware:
         receive: Receive,
         headers: dict[bytes, bytes],
         csrf: str,
-        had_cookie: bool,
     ) -> tuple[bool, Receive]:
         sent = headers.get(CSRF_HEADER, b"").decode("latin-1")
         if sent:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app import review
 from app.db import NotebookEntry, Run, utcnow
+from app.markdown import render_markdown
 from app.quiz import AnswerError, _convert, parse_number
 from labs.base import Lab
 
@@ -163,35 +164,7 @@ def verdict(correct: bool | None) -> str:
     return f"within {limit}" if correct else f"off by more than {limit}"
 
 
-def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.6g}"
-
-
 def to_markdown(entries: list[NotebookEntry], runs_by_id: dict[str, Run]) -> str:
-    """The notebook as a Markdown report: prediction, parameters, outcome, environment, next step."""
-    out = ["# My lowbit notebook", ""]
-    for e in entries:
-        run = runs_by_id.get(e.run_id or "")
-        out.append(f"## {e.created_at:%Y-%m-%d %H:%M} UTC · {e.lab_id or e.source}")
-        out.append("")
-        out.append(f"- **From:** {e.source}")
-        if run is not None:
-            out.append(f"- **Run:** `{run.id[:8]}` ({run.status})")
-            params = ", ".join(f"`{k}={v}`" for k, v in (run.params or {}).items())
-            out.append(f"- **Parameters:** {params or 'defaults'}")
-            env = run.environment or {}
-            where = ", ".join(
-                f"{k}: {env[k]}" for k in ("host", "device", "gpu_name", "torch") if k in env
-            )
-            if where:
-                out.append(f"- **Environment:** {where}")
-        out.append(f"- **Prediction:** {e.prediction or '—'}")
-        if e.predicted_value is not None:
-            mark = {True: " ✓ ", False: " ✗ ", None: ""}[e.prediction_correct]
-            out.append(
-                f"- **Predicted {e.metric}:** {_fmt(e.predicted_value)} {e.predicted_unit or ''} · **actual:** {_fmt(e.actual_value)}{mark}{verdict(e.prediction_correct)}"
-            )
-        out.append(f"- **Next diagnostic step:** {e.next_step or '—'}")
-        out.append(f"- **Evidence kept:** {e.evidence or '—'}")
-        out.append("")
-    return "\n".join(out)
+    """The notebook as a Markdown report (``templates/reports/notebook.md``):
+    prediction, parameters, outcome, environment, next step."""
+    return render_markdown("notebook.md", entries=entries, runs_by_id=runs_by_id, verdict=verdict)

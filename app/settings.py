@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     worker_queues: str = Field(
         "cpu", description="Comma-separated queues this worker takes: cpu, gpu"
     )
+    extra_lab_modules: str = Field(
+        "",
+        description="Comma-separated modules whose LAB/LABS join the lab catalogue of the web "
+        "app and the worker; only the tests set it (labs.runtime.probe, the sandbox probes)",
+    )
     sandbox_user: str = Field(
         "nobody", description="Unprivileged user lab children run as when the worker is root"
     )
@@ -93,3 +98,7 @@ class Settings(BaseSettings):
     @property
     def queues(self) -> list[str]:
         return [q.strip() for q in self.worker_queues.split(",") if q.strip()]
+
+    @property
+    def extra_lab_module_names(self) -> list[str]:
+        return [m.strip() for m in self.extra_lab_modules.split(",") if m.strip()]

@@ -1,7 +1,7 @@
 """Schemathesis at full size: every operation of the OpenAPI schema with
 ``--examples`` generated valid and invalid requests per mode (with generated and
 with real path parameters), in process. The same test `make test` runs with
-fewer examples (tests/integration/test_api_fuzz.py). Pass: no 5xx.
+fewer examples (tests/unit/app/test_api_fuzz.py). Pass: no 5xx.
 
 Run: .venv/bin/python benchmarks/fuzz.py [--examples 100]
 """
@@ -25,7 +25,7 @@ def main() -> int:
     started = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-         "tests/integration/test_api_fuzz.py"],
+         "tests/unit/app/test_api_fuzz.py"],
         cwd=ROOT,
         env={**os.environ, "LOWBIT_FUZZ_EXAMPLES": str(args.examples)},
         capture_output=True,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class NeedsGPU(StrEnum):
@@ -25,6 +25,53 @@ class LabParams(BaseModel):
     """Base for every lab's parameters: unknown keys are rejected, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# The key of errors that belong to no single parameter (the request as a whole).
+WHOLE_REQUEST = ""
+NOT_AN_OBJECT = "Parameters must be a JSON object of name: value."
+
+
+class InvalidParams(ValueError):
+    """Parameters a lab refuses. ``errors`` maps each parameter name (``WHOLE_REQUEST``
+    for the request as a whole) to its messages joined by ``"; "``: the one error
+    format the web (422 per field), the CLI and the worker show."""
+
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("; ".join(f"{k or 'params'}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def params_errors(e: ValidationError) -> dict[str, str]:
+    """pydantic's errors as ``{parameter: message}``; a nested location reads
+    ``item 2.x: …`` (1-based list positions), model-level errors go under ``""``."""
+    out: dict[str, list[str]] = {}
+    for err in e.errors():
+        loc = [p for p in err["loc"] if p not in ("body",)]
+        key = str(loc[0]) if loc else WHOLE_REQUEST
+        msg = err["msg"].removeprefix("Value error, ")
+        if len(loc) > 1:
+            where = ".".join(str(int(p) + 1) if isinstance(p, int) else str(p) for p in loc[1:])
+            msg = f"item {where}: {msg}"
+        out.setdefault(key, []).append(msg)
+    return {k: "; ".join(v) for k, v in out.items()}
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why ``value`` (validated params as JSON) cannot be stored as a run's JSON on
+    every database, or None: NUL characters (PostgreSQL rejects them in text and
+    JSONB) and non-finite numbers (not JSON)."""
+    if isinstance(value, str):
+        return "must not contain NUL characters" if "\x00" in value else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "must be a finite number"
+    if isinstance(value, dict):
+        items: Any = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    return next((why for why in map(_unstorable, items) if why), None)
 
 
 class LabResult(BaseModel):
@@ -62,6 +109,29 @@ class Lab:
 
     def params_schema(self) -> dict[str, Any]:
         return self.params.model_json_schema()
+
+    def validate(self, data: Any) -> LabParams:
+        """The lab's parameters from ``data`` (a JSON object, form text or a stored
+        run's params); raises ``InvalidParams``. The one validator of the web, the
+        CLI and the worker.
+
+        The JSON form of the result (what a run stores) must validate again: a
+        cross-field check on a default that pydantic skips (no ``validate_default``)
+        runs once the value is explicit, and what it rejects must fail here with its
+        message rather than later as a failed run. That JSON must also be storable
+        on every database (no NUL, no NaN)."""
+        if not isinstance(data, dict):
+            raise InvalidParams({WHOLE_REQUEST: NOT_AN_OBJECT})
+        try:
+            params = self.params.model_validate(data)
+            stored = params.model_dump(mode="json")
+            self.params.model_validate(stored)
+        except ValidationError as e:
+            raise InvalidParams(params_errors(e)) from None
+        bad = {name: why for name, v in stored.items() if (why := _unstorable(v))}
+        if bad:
+            raise InvalidParams(bad)
+        return params
 
 
 class _EventSink(Protocol):

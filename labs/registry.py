@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from functools import cache
 
 from labs.base import Lab
@@ -26,15 +27,23 @@ LAB_MODULES: tuple[str, ...] = (
 )
 
 
+def load_labs(modules: Iterable[str]) -> dict[str, Lab]:
+    """Lab id -> Lab for ``modules``: each module's ``LAB``, or every lab of its ``LABS``."""
+    labs: dict[str, Lab] = {}
+    for name in modules:
+        module = importlib.import_module(name)
+        found = getattr(module, "LABS", None) or (module.LAB,)
+        for lab in found:
+            if lab.id in labs:
+                raise RuntimeError(f"duplicate lab id {lab.id}")
+            labs[lab.id] = lab
+    return labs
+
+
 @cache
 def all_labs() -> dict[str, Lab]:
-    labs: dict[str, Lab] = {}
-    for name in LAB_MODULES:
-        lab = importlib.import_module(name).LAB
-        if lab.id in labs:
-            raise RuntimeError(f"duplicate lab id {lab.id}")
-        labs[lab.id] = lab
-    return labs
+    """The registered labs (the production catalogue)."""
+    return load_labs(LAB_MODULES)
 
 
 def get_lab(lab_id: str) -> Lab | None:

@@ -15,6 +15,9 @@ import pytest
 
 from app.settings import ROOT, Settings
 
+# The lab modules the tests add to the catalogue (LOWBIT_EXTRA_LAB_MODULES): the
+# sandbox probes, which production never offers.
+TEST_LAB_MODULES = "labs.runtime.probe"
 CHROMIUM = os.environ.get("LOWBIT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--no-sandbox",
@@ -36,7 +39,12 @@ def free_port() -> int:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(env="test", data_dir=tmp_path / "data", content_dir=ROOT / "content")
+    return Settings(
+        env="test",
+        data_dir=tmp_path / "data",
+        content_dir=ROOT / "content",
+        extra_lab_modules=TEST_LAB_MODULES,
+    )
 
 
 @pytest.fixture
@@ -88,7 +96,12 @@ def migrated_settings(data_dir: Path) -> Settings:
     """Test settings on ``data_dir`` (created) with its SQLite database migrated."""
     from app.migrate import upgrade
 
-    s = Settings(env="test", data_dir=data_dir, content_dir=ROOT / "content")
+    s = Settings(
+        env="test",
+        data_dir=data_dir,
+        content_dir=ROOT / "content",
+        extra_lab_modules=TEST_LAB_MODULES,
+    )
     s.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(s.db_url)
     return s

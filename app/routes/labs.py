@@ -8,31 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app import notebook
-from app.deps import FormDep, LearnerDep, SessionDep, SettingsDep
-from app.routes.runs import HISTORY_LIMIT, run_context, start_run
+from app.deps import FormDep, LabDep, LabsDep, LearnerDep, QueueDep, SessionDep, SettingsDep
+from app.runs import forms, store
+from app.runs.service import HISTORY_LIMIT, run_context, start_run
 from app.templating import is_htmx, render
-from labs.base import Lab
-from labs.runtime import forms, runs
-from labs.runtime.catalog import available_labs, get_available_lab
+from labs.base import WHOLE_REQUEST, Lab
 
 router = APIRouter(tags=["labs"])
 
 
-def _lab(settings: Any, lab_id: str) -> Lab:
-    lab = get_available_lab(settings, lab_id)
-    if lab is None:
-        raise HTTPException(404, f"There is no lab called {lab_id!r}.")
-    return lab
-
-
 @router.get("/labs", response_class=HTMLResponse)
-def labs_index(request: Request, settings: SettingsDep) -> HTMLResponse:
-    labs = sorted(available_labs(settings).values(), key=lambda lab: lab.title.lower())
-    return render(request, "labs/index.html", {"labs": labs})
+def labs_index(request: Request, labs: LabsDep) -> HTMLResponse:
+    ordered = sorted(labs.values(), key=lambda lab: lab.title.lower())
+    return render(request, "labs/index.html", {"labs": ordered})
 
 
 def _lab_page(
@@ -52,8 +44,8 @@ def _lab_page(
         {
             "lab": lab,
             "fields": forms.form_fields(lab, values, errors),
-            "form_error": errors.get(forms.FORM_ERROR_KEY),
-            "history": runs.list_runs(session, learner, lab.id, limit=HISTORY_LIMIT),
+            "form_error": errors.get(WHOLE_REQUEST),
+            "history": store.list_runs(session, learner, lab.id, limit=HISTORY_LIMIT),
         },
         block_name=block_name,
         status_code=status_code,
@@ -62,18 +54,16 @@ def _lab_page(
 
 @router.get("/labs/{lab_id}", response_class=HTMLResponse)
 def lab_page(
-    lab_id: str,
+    lab: LabDep,
     request: Request,
     session: SessionDep,
-    settings: SettingsDep,
     learner: LearnerDep,
     rerun: str = "",
 ) -> HTMLResponse:
     """``?rerun=RUN_ID`` fills the form with that run's parameters."""
-    lab = _lab(settings, lab_id)
     values = None
     if rerun:
-        previous = runs.get_run(session, rerun, learner)
+        previous = store.get_run(session, rerun, learner)
         if previous is not None and previous.lab_id == lab.id:
             values = dict(previous.params)
     return _lab_page(request, session, learner, lab, values)
@@ -81,23 +71,24 @@ def lab_page(
 
 @router.post("/labs/{lab_id}/runs", response_model=None)
 def lab_submit(
-    lab_id: str,
+    lab: LabDep,
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
+    labs: LabsDep,
+    queue: QueueDep,
     learner: LearnerDep,
     raw_form: FormDep,
 ) -> Response:
-    lab = _lab(settings, lab_id)
     form = {k: str(v) for k, v in raw_form.items()}
     embedded = bool(form.get("_source"))
     data = forms.parse_form(lab, form)
     try:
         prediction = notebook.read_prediction(lab, form)
     except notebook.PredictionError as e:
-        errors, status, run = {forms.FORM_ERROR_KEY: str(e)}, 422, None
+        errors, status, run = {WHOLE_REQUEST: str(e)}, 422, None
     else:
-        run, errors, status = start_run(request, session, settings, learner, lab, data)
+        run, errors, status = start_run(session, settings, queue, learner, lab, data)
     if run is None and embedded:
         # A lab embedded in a lesson: the messages go where its output would appear.
         return render(
@@ -117,9 +108,8 @@ def lab_submit(
             return resp
         return _lab_page(request, session, learner, lab, form, errors, status_code=status)
     if is_htmx(request):
-        resp = render(
-            request, "runs/run.html", run_context(session, settings, run), block_name="run"
-        )
+        ctx = run_context(session, settings, labs, run)
+        resp = render(request, "runs/run.html", ctx, block_name="run")
         if not embedded:  # a lesson keeps its own URL; the lab page follows the run
             resp.headers["HX-Push-Url"] = f"/runs/{run.id}"
         return resp

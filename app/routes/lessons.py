@@ -6,9 +6,9 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.deps import CatalogueDep
+from app.runs.forms import form_fields
 from app.templating import render
 from labs.registry import get_lab
-from labs.runtime.forms import form_fields
 
 router = APIRouter(tags=["lessons"])
 

@@ -23,17 +23,24 @@ from fastapi.responses import (
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import notebook
 from app.db import INT32_MAX, Run, RunEvent
-from app.deps import LearnerDep, SessionDep, SettingsDep
-from app.settings import Settings
+from app.deps import (
+    NO_SUCH_RUN,
+    LabDep,
+    LabsDep,
+    LearnerDep,
+    QueueDep,
+    RunDep,
+    SessionDep,
+    SettingsDep,
+    get_own_run,
+)
+from app.runs import store
+from app.runs.service import HISTORY_LIMIT, OUTPUT_KINDS, lab_title, run_context, start_run
+from app.runs.views import diff, format_value, histogram_svg, sse
 from app.templating import is_htmx, render, templates
-from labs.base import Lab
+from labs.base import WHOLE_REQUEST
 from labs.plots import sanitize_svg
-from labs.runtime import forms, runs
-from labs.runtime.catalog import available_labs, get_available_lab
-from labs.runtime.queue import RunQueue
-from labs.runtime.views import diff, format_value, histogram_svg, latest_progress, sse
 
 router = APIRouter(tags=["runs"])
 
@@ -48,37 +55,12 @@ SSE_KEEPALIVE_S = 15.0
 SSE_MAX_S = 3600.0
 # Seconds between polls while the database is unavailable.
 SSE_DB_RETRY_S = 1.0
-HISTORY_LIMIT = 50
 # Event sequence numbers from the URL: out of the column's range is a 422, not a 500.
 After = Annotated[int, Query(ge=0, le=INT32_MAX, description="resume after this event seq")]
 Seq = Annotated[int, Path(ge=1, le=INT32_MAX)]
-NOT_FOUND = "No such run (or it is not yours)."
 
 templates.env.filters.setdefault("labvalue", format_value)
 templates.env.globals.setdefault("labhistogram", histogram_svg)
-
-
-def run_queue(request: Request) -> RunQueue:
-    """The app's queue client, made on first use."""
-    q: RunQueue | None = getattr(request.app.state, "run_queue", None)
-    if q is None:
-        q = RunQueue(request.app.state.settings)
-        request.app.state.run_queue = q
-    return q
-
-
-def _own_run(session: Session, run_id: str, learner: str) -> Run:
-    run = runs.get_run(session, run_id, learner)
-    if run is None:
-        raise HTTPException(404, NOT_FOUND)
-    return run
-
-
-def _lab_or_404(settings: Settings, lab_id: str) -> Lab:
-    lab = get_available_lab(settings, lab_id)
-    if lab is None:
-        raise HTTPException(404, f"No lab {lab_id!r}. GET /api/labs lists them.")
-    return lab
 
 
 # ----------------------------------------------------------------------------
@@ -87,7 +69,7 @@ def _lab_or_404(settings: Settings, lab_id: str) -> Lab:
 
 
 @router.get("/api/labs")
-def api_labs(settings: SettingsDep) -> list[dict[str, Any]]:
+def api_labs(labs: LabsDep) -> list[dict[str, Any]]:
     return [
         {
             "id": lab.id,
@@ -95,29 +77,19 @@ def api_labs(settings: SettingsDep) -> list[dict[str, Any]]:
             "needs_gpu": lab.needs_gpu.value,
             "params_schema": lab.params_schema(),
         }
-        for lab in available_labs(settings).values()
+        for lab in labs.values()
     ]
-
-
-def start_run(
-    request: Request, session: Session, settings: Settings, learner: str, lab: Lab, data: Any
-) -> tuple[Run | None, dict[str, str], int]:
-    """Validate and submit; (run, {}, 202) or (None, per-field errors, HTTP status)."""
-    params, errors = forms.validate(lab, data)
-    if params is None:
-        return None, errors, 422
-    try:
-        run = runs.submit(session, settings, run_queue(request), learner, lab, params)
-    except runs.RunRefused as e:
-        return None, {forms.FORM_ERROR_KEY: e.message}, e.status
-    return run, {}, 202
 
 
 @router.post("/api/labs/{lab_id}/runs", status_code=202)
 async def api_start_run(
-    lab_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+    lab: LabDep,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    queue: QueueDep,
+    learner: LearnerDep,
 ) -> JSONResponse:
-    lab = _lab_or_404(settings, lab_id)
     body = await request.body()
     try:
         data = json.loads(body) if body.strip() else {}
@@ -127,30 +99,31 @@ async def api_start_run(
             status_code=422,
         )
     run, errors, status = await anyio.to_thread.run_sync(
-        start_run, request, session, settings, learner, lab, data
+        start_run, session, settings, queue, learner, lab, data
     )
     if run is None:
         if status == 422:
             return JSONResponse(
                 {"detail": [{"field": k, "message": v} for k, v in errors.items()]}, status_code=422
             )
-        return JSONResponse({"detail": errors[forms.FORM_ERROR_KEY]}, status_code=status)
+        return JSONResponse({"detail": errors[WHOLE_REQUEST]}, status_code=status)
     return JSONResponse(
         {"id": run.id, "status": run.status, "url": f"/api/runs/{run.id}"}, status_code=202
     )
 
 
 @router.get("/api/runs/{run_id}")
-def api_run(run_id: str, session: SessionDep, learner: LearnerDep) -> dict[str, Any]:
-    run = _own_run(session, run_id, learner)
-    return runs.run_json(run, runs.events_after(session, run.id), runs.queue_position(session, run))
+def api_run(run: RunDep, session: SessionDep) -> dict[str, Any]:
+    return store.run_json(
+        run, store.events_after(session, run.id), store.queue_position(session, run)
+    )
 
 
 @router.post("/api/runs/{run_id}/cancel")
 def api_cancel(run_id: str, session: SessionDep, learner: LearnerDep) -> dict[str, Any]:
-    run = runs.cancel_run(session, run_id, learner)
+    run = store.cancel_run(session, run_id, learner)
     if run is None:
-        raise HTTPException(404, NOT_FOUND)
+        raise HTTPException(404, NO_SUCH_RUN)
     return {"id": run.id, "status": run.status, "cancel_requested": run.cancel_requested}
 
 
@@ -165,7 +138,7 @@ def _poll(factory: sessionmaker[Session], run_id: str, after: int) -> tuple[Run,
         assert run is not None
         # Status first: events are committed before the final status, so a final
         # status read here means the events read next are complete.
-        return run, runs.events_after(s, run_id, after)
+        return run, store.events_after(s, run_id, after)
 
 
 def _resume_from(request: Request, after: int) -> int:
@@ -223,12 +196,12 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 @router.get("/api/runs/{run_id}/events")
 def api_events(
-    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: After = 0
+    run: RunDep, request: Request, session: SessionDep, after: After = 0
 ) -> StreamingResponse:
     """``text/event-stream``: ``event: <kind>`` with the event's JSON (``id`` = seq),
     ``event: status`` on each status change, and a final ``event: end``. Reconnecting
     with ``Last-Event-ID`` resumes after that event."""
-    _own_run(session, run_id, learner)
+    run_id = run.id
     session.close()
 
     def event(e: RunEvent) -> str:
@@ -249,23 +222,20 @@ def api_events(
     )
 
 
-_OUTPUT_KINDS = {"table", "metric", "plot", "notice"}
-
-
 @router.get("/runs/{run_id}/stream")
 def html_events(
-    run_id: str, request: Request, session: SessionDep, learner: LearnerDep, after: After = 0
+    run: RunDep, request: Request, session: SessionDep, after: After = 0
 ) -> StreamingResponse:
     """The same stream as HTML fragments for the htmx SSE extension: ``log`` lines,
     ``output`` blocks (tables, metrics, plots, notices), ``status``, ``end``."""
-    _own_run(session, run_id, learner)
+    run_id = run.id
     session.close()
     macros = templates.env.get_template("runs/_event.html").module
 
     def event(e: RunEvent) -> str | None:
         if e.kind == "log":
             return sse("log", str(macros.log_line(e)), e.seq)  # type: ignore[attr-defined]
-        if e.kind in _OUTPUT_KINDS:
+        if e.kind in OUTPUT_KINDS:
             return sse("output", str(macros.output(run_id, e)), e.seq)  # type: ignore[attr-defined]
         return None
 
@@ -287,36 +257,9 @@ def html_events(
 # ----------------------------------------------------------------------------
 
 
-def run_context(session: Session, settings: Settings, run: Run) -> dict[str, Any]:
-    events = [runs.event_json(e) for e in runs.events_after(session, run.id)]
-    lab = get_available_lab(settings, run.lab_id)
-    previous = [
-        r
-        for r in runs.list_runs(session, run.learner_id, run.lab_id, limit=HISTORY_LIMIT)
-        if r.id != run.id
-    ]
-    return {
-        "run": run,
-        "lab": lab,
-        "lab_title": lab.title if lab else run.lab_id,
-        "events": events,
-        "logs": [e for e in events if e["kind"] == "log"],
-        "outputs": [e for e in events if e["kind"] in _OUTPUT_KINDS],
-        "progress": latest_progress(events),
-        "last_seq": events[-1]["seq"] if events else 0,
-        "active": not run.is_final,
-        "queue_position": runs.queue_position(session, run),
-        "workers_up": (
-            runs.live_workers(session, run.queue, settings) if run.status == "queued" else None
-        ),
-        "previous": previous,
-        "entry": notebook.for_run(session, run),
-    }
-
-
 @router.get("/runs/compare", response_class=HTMLResponse)
 def run_compare(
-    request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+    request: Request, session: SessionDep, labs: LabsDep, learner: LearnerDep
 ) -> HTMLResponse:
     """Two runs of the same lab side by side: ``?a=ID&b=ID`` or ``?run=ID&run=ID``."""
     ids = request.query_params.getlist("run") or [
@@ -324,17 +267,16 @@ def run_compare(
     ]
     if len(ids) != 2:
         raise HTTPException(422, "Choose exactly two runs to compare.")
-    a, b = (_own_run(session, i, learner) for i in ids)
+    a, b = (get_own_run(i, session, learner) for i in ids)
     if a.lab_id != b.lab_id:
         raise HTTPException(422, "Only runs of the same lab can be compared.")
-    lab = get_available_lab(settings, a.lab_id)
     return render(
         request,
         "runs/compare.html",
         {
             "a": a,
             "b": b,
-            "lab_title": lab.title if lab else a.lab_id,
+            "lab_title": lab_title(labs, a.lab_id),
             "params": diff(a.params, b.params),
             "results": diff(a.result, b.result),
             "summary": diff(
@@ -357,20 +299,19 @@ def run_compare(
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
-    run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+    run: RunDep, request: Request, session: SessionDep, settings: SettingsDep, labs: LabsDep
 ) -> HTMLResponse:
-    run = _own_run(session, run_id, learner)
-    return render(request, "runs/run.html", run_context(session, settings, run), block_name="run")
+    ctx = run_context(session, settings, labs, run)
+    return render(request, "runs/run.html", ctx, block_name="run")
 
 
 @router.get("/runs/{run_id}/status", response_class=HTMLResponse)
 def run_status(
-    run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+    run: RunDep, request: Request, session: SessionDep, settings: SettingsDep, labs: LabsDep
 ) -> HTMLResponse:
     """Polled every second while a run is active (the fallback when SSE is unavailable).
     Once the run has ended, the answer replaces the whole run section instead."""
-    run = _own_run(session, run_id, learner)
-    ctx = run_context(session, settings, run)
+    ctx = run_context(session, settings, labs, run)
     if run.is_final and is_htmx(request):
         resp = render(request, "runs/run.html", ctx, block_name="run")
         resp.headers["HX-Retarget"] = "#run"
@@ -381,23 +322,26 @@ def run_status(
 
 @router.post("/runs/{run_id}/cancel", response_model=None)
 def run_cancel(
-    run_id: str, request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep
+    run_id: str,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    labs: LabsDep,
+    learner: LearnerDep,
 ) -> Response:
-    run = runs.cancel_run(session, run_id, learner)
+    run = store.cancel_run(session, run_id, learner)
     if run is None:
-        raise HTTPException(404, NOT_FOUND)
+        raise HTTPException(404, NO_SUCH_RUN)
     if is_htmx(request):
-        return render(
-            request, "runs/run.html", run_context(session, settings, run), block_name="run"
-        )
+        ctx = run_context(session, settings, labs, run)
+        return render(request, "runs/run.html", ctx, block_name="run")
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 
 @router.get("/runs/{run_id}/plots/{seq}.svg")
-def run_plot(run_id: str, seq: Seq, session: SessionDep, learner: LearnerDep) -> Response:
+def run_plot(run: RunDep, seq: Seq, session: SessionDep) -> Response:
     """A plot event's SVG as an image (shown with <img>, so its styles never touch the page)."""
-    _own_run(session, run_id, learner)
-    event = session.query(RunEvent).filter_by(run_id=run_id, seq=seq, kind="plot").one_or_none()
+    event = session.query(RunEvent).filter_by(run_id=run.id, seq=seq, kind="plot").one_or_none()
     if event is None or not event.data.get("svg"):
         raise HTTPException(404, "No such plot.")
     return Response(
@@ -409,10 +353,9 @@ def run_plot(run_id: str, seq: Seq, session: SessionDep, learner: LearnerDep) ->
 
 @router.get("/runs", response_class=HTMLResponse)
 def run_history(
-    request: Request, session: SessionDep, settings: SettingsDep, learner: LearnerDep, lab: str = ""
+    request: Request, session: SessionDep, labs: LabsDep, learner: LearnerDep, lab: str = ""
 ) -> HTMLResponse:
-    labs = available_labs(settings)
-    items = runs.list_runs(session, learner, lab or None, limit=HISTORY_LIMIT)
+    items = store.list_runs(session, learner, lab or None, limit=HISTORY_LIMIT)
     return render(
         request,
         "runs/history.html",

@@ -1,6 +1,6 @@
-"""The lab runtime: queue, run records, the warm sandboxed worker and the CLI.
+"""What executes a lab: the sandbox, the forking executor, the warm parent's
+preload, the test-only sandbox probes and the terminal runner (``lowbit lab run``).
 
-Importing this package (or ``queue``, ``runs``, ``forms``, ``views``) imports no
-torch: the web process uses those to validate, store and stream runs. Only the
-worker (``worker``, ``executor``, ``sandbox``) loads the numeric stack.
+Nothing here imports ``app``: the database side of runs (store, queue, the worker
+loop) is ``app.runs``, which calls ``executor.execute`` for each run.
 """

@@ -1,20 +1,17 @@
-"""What ``lowbit lab list``, ``lowbit lab run`` and ``lowbit worker`` do."""
+"""The terminal runner: what ``lowbit lab list`` and ``lowbit lab run`` do.
+
+The ``lowbit`` command (app.cli) hands in the labs to offer; nothing here reads
+settings or imports the web app.
+"""
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
-from app.settings import Settings
-from labs.base import EventContext, Lab, NeedsGPU
-from labs.registry import all_labs
-from labs.runtime.forms import field_errors
+from labs.base import EventContext, InvalidParams, Lab, NeedsGPU
 
 
 def parse_params(pairs: list[str]) -> dict[str, Any]:
@@ -32,39 +29,41 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
-def lab_list() -> int:
+def lab_list(labs: Mapping[str, Lab]) -> int:
+    """Print ``labs`` as a table, by id."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title="lowbit labs")
     for col in ("id", "GPU", "time limit", "title"):
         table.add_column(col)
-    for lab in sorted(all_labs().values(), key=lambda x: x.id):
+    for lab in sorted(labs.values(), key=lambda x: x.id):
         table.add_row(lab.id, lab.needs_gpu.value, f"{lab.time_limit_s:g} s", lab.title)
     Console().print(table)
     return 0
 
 
-def lab_run(lab_id: str, params: list[str]) -> int:
-    """Run a lab in this process with a progress bar; prints events and the result.
-    Exit status: 0 done, 1 the lab failed, 2 bad lab id or parameters."""
+def lab_run(labs: Mapping[str, Lab], lab_id: str, params: list[str]) -> int:
+    """Run lab ``lab_id`` of ``labs`` in this process with a progress bar; prints
+    events and the result. Exit status: 0 done, 1 the lab failed, 2 bad lab id or
+    parameters."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     err = Console(stderr=True)
-    lab: Lab | None = all_labs().get(lab_id)
+    lab: Lab | None = labs.get(lab_id)
     if lab is None:
         err.print(
-            f"[red]unknown lab {lab_id!r}[/]; `lowbit lab list` shows the labs: {', '.join(sorted(all_labs()))}"
+            f"[red]unknown lab {lab_id!r}[/]; `lowbit lab list` shows the labs: {', '.join(sorted(labs))}"
         )
         return 2
     try:
-        validated = lab.params.model_validate(parse_params(params))
-    except ValueError as e:
+        validated = lab.validate(parse_params(params))
+    except ValueError as e:  # InvalidParams, or a malformed --param
         lines = (
-            [f"{k or 'params'}: {v}" for k, v in field_errors(e).items()]
-            if isinstance(e, ValidationError)
+            [f"{k or 'params'}: {v}" for k, v in e.errors.items()]
+            if isinstance(e, InvalidParams)
             else [str(e)]
         )
         err.print(f"[red]bad parameters for {lab_id}:[/]")
@@ -119,23 +118,3 @@ def lab_run(lab_id: str, params: list[str]) -> int:
     out.print(f"[green]{lab.id} done[/] in {time.perf_counter() - started:.2f} s on {device}")
     out.print_json(result.model_dump_json())
     return 0
-
-
-def worker_main(settings: Settings) -> int:
-    """The ``lowbit worker`` process: consume the configured queues until SIGTERM/SIGINT."""
-    from app.logging import configure_logging
-    from labs.runtime.worker import LabWorker, install_signal_handlers
-
-    configure_logging()
-    worker = LabWorker(settings)
-    install_signal_handlers(worker)
-    try:
-        rc = worker.run_forever()
-    except KeyboardInterrupt:
-        rc = 130
-    # Everything is committed by now; skip the interpreter's teardown of torch and
-    # friends, which takes seconds and makes restarts (and Ctrl-C) feel stuck.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(rc)

@@ -321,6 +321,25 @@ class _Collector:
         return batch
 
 
+def _fork(job: Job, scrub: Callable[[], str] | None) -> tuple[int, int, int, str]:
+    """Fork the sandboxed child that runs ``job``: (its pid, the read ends of its
+    event and output pipes, the private temporary directory made for it)."""
+    fallback_tmp = tempfile.mkdtemp(prefix="lowbit-run-")
+    ids = sandbox_ids(job.config.user) if os.geteuid() == 0 else None
+    if ids is not None:
+        os.chown(fallback_tmp, *ids)
+    ev_r, ev_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
+        os.close(ev_r)
+        os.close(out_r)
+        _child(job, ev_w, out_w, os.getppid(), fallback_tmp, scrub)
+    os.close(ev_w)
+    os.close(out_w)
+    return pid, ev_r, out_r, fallback_tmp
+
+
 def execute(
     job: Job,
     on_events: Callable[[EventBatch], bool],
@@ -333,20 +352,8 @@ def execute(
     Call only from a process that imported torch but did no tensor work.
     """
     cfg = job.config
-    fallback_tmp = tempfile.mkdtemp(prefix="lowbit-run-")
-    ids = sandbox_ids(cfg.user) if os.geteuid() == 0 else None
-    if ids is not None:
-        os.chown(fallback_tmp, *ids)
-    ev_r, ev_w = os.pipe()
-    out_r, out_w = os.pipe()
     started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
-        os.close(ev_r)
-        os.close(out_r)
-        _child(job, ev_w, out_w, os.getppid(), fallback_tmp, scrub)
-    os.close(ev_w)
-    os.close(out_w)
+    pid, ev_r, out_r, fallback_tmp = _fork(job, scrub)
     col = _Collector(cfg)
     kill_reason: str | None = None
     status_code: int | None = None

@@ -1,6 +1,7 @@
-"""Test-only labs that attack their own sandbox. Offered only when
-``settings.env == "test"`` (see ``catalog.available_labs``); each mode tries one
-thing the sandbox must prevent and reports whether it was blocked."""
+"""Test-only labs that attack their own sandbox. Never registered: the tests offer
+them by naming this module in ``LOWBIT_EXTRA_LAB_MODULES`` (see
+``app.runs.catalog``); each mode tries one thing the sandbox must prevent and
+reports whether it was blocked."""
 
 from __future__ import annotations
 
@@ -102,12 +103,11 @@ def _secret(target: str) -> tuple[bool, str]:
         except OSError:
             pass
     if target:
-        from app.settings import Settings
-
+        # The worker's settings object (labs never import app: found by its class name).
         found += [
             "Settings object"
             for o in gc.get_objects()
-            if isinstance(o, Settings) and o.secret_key == target
+            if type(o).__name__ == "Settings" and getattr(o, "secret_key", None) == target
         ]
     return not found, f"found: {', '.join(found)}" if found else "no secret reachable"
 
@@ -218,7 +218,7 @@ PROBES = (
     Lab(
         id="sandbox-probe",
         title="Sandbox probe (tests only)",
-        summary="Attacks its own sandbox; offered only when LOWBIT_ENV=test.",
+        summary="Attacks its own sandbox; offered only where the tests name this module.",
         needs_gpu=NeedsGPU.no,
         params=ProbeParams,
         run=run,
@@ -256,3 +256,6 @@ PROBES = (
         memory_limit_mb=1024,
     ),
 )
+
+# What a catalogue that names this module offers (``load_labs`` reads ``LABS``).
+LABS = PROBES

@@ -14,16 +14,15 @@ Imports no torch; ``prepare_torch`` does, inside the child only.
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import pwd
 import resource
 import signal
-import stat
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from labs.runtime.mounts import LIBC, check, filesystem, unix_socket_paths
 
 MIB = 2**20
 
@@ -54,34 +53,12 @@ KEEP_ENV = (
     "PYTORCH_CUDA_ALLOC_CONF",
 )
 
-# <linux/sched.h>, <linux/mount.h>, <linux/prctl.h>
+# <linux/sched.h>, <linux/prctl.h> (the mount flags are in mounts.py)
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-MS_RDONLY = 1
-MS_NOSUID = 2
-MS_NODEV = 4
-MS_NOEXEC = 8
-MS_REMOUNT = 32
-MS_NOATIME = 1024
-MS_NODIRATIME = 2048
-MS_BIND = 4096
-MS_REC = 16384
-MS_PRIVATE = 1 << 18
-MS_RELATIME = 1 << 21
-MS_STRICTATIME = 1 << 24
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
-# Per-mount flags that a bind re-mount must repeat, or it would clear them.
-_MOUNT_FLAGS = {
-    "nosuid": MS_NOSUID,
-    "nodev": MS_NODEV,
-    "noexec": MS_NOEXEC,
-    "noatime": MS_NOATIME,
-    "nodiratime": MS_NODIRATIME,
-    "relatime": MS_RELATIME,
-    "strictatime": MS_STRICTATIME,
-}
 # Fields of /proc/self/stat after the command name: env_start and env_end are
 # fields 50 and 51 of proc(5), i.e. indices 47 and 48 once the first two are cut.
 _STAT_ENV_START = 47
@@ -126,76 +103,12 @@ class Protections:
         return bool(self.items.get(name, {}).get("enabled"))
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
 def _unshare(flags: int) -> None:
-    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
-
-
-def _mount(
-    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
-) -> None:
-    rc = _libc.mount(
-        source.encode() if source else None,
-        target.encode(),
-        fstype.encode() if fstype else None,
-        ctypes.c_ulong(flags),
-        data.encode() if data else None,
-    )
-    _check(rc, f"mount {target}")
+    check(LIBC.unshare(ctypes.c_int(flags)), "unshare")
 
 
 def _prctl(option: int, arg: int) -> None:
-    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), 0, 0, 0), "prctl")
-
-
-def _unescape(path: str) -> str:
-    """mountinfo writes space, tab, newline and backslash as octal escapes."""
-    for esc, ch in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        path = path.replace(esc, ch)
-    return path
-
-
-def _mounts() -> list[tuple[str, int, bool]]:
-    """(mount point, per-mount flags to keep, already read-only) for every mount."""
-    out = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) < 6:
-                continue
-            opts = parts[5].split(",")
-            flags = 0
-            for o in opts:
-                flags |= _MOUNT_FLAGS.get(o, 0)
-            out.append((_unescape(parts[4]), flags, "ro" in opts))
-    return out
-
-
-def unix_socket_paths() -> list[str]:
-    """Filesystem paths of the unix sockets in this network namespace (from
-    /proc/net/unix), skipping the NVIDIA driver's own. A new network namespace
-    does not cut these off: they are masked by path instead."""
-    paths: set[str] = set()
-    try:
-        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
-            next(f, None)
-            for line in f:
-                parts = line.split(maxsplit=7)
-                if len(parts) == 8 and parts[7].startswith("/"):
-                    path = parts[7].strip()
-                    if "nvidia" not in path:
-                        paths.add(path)
-    except OSError:
-        return []
-    return sorted(paths)
+    check(LIBC.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), 0, 0, 0), "prctl")
 
 
 def sandbox_ids(user: str) -> tuple[int, int] | None:
@@ -231,122 +144,6 @@ def _namespaces(p: Protections) -> tuple[bool, bool]:
     except OSError:
         p.set("network", False, f"the kernel refused a network namespace: {reason}")
         return False, False
-
-
-TMP = "/tmp"  # noqa: S108 - replaced by a fresh private tmpfs in the child's mount namespace
-
-
-def _needed_paths() -> list[str]:
-    """What the interpreter may still read after the fork: its prefixes, sys.path
-    and the executable's directory (a lab may import lazily or run ``python``)."""
-    paths = {
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        os.path.dirname(os.path.realpath(sys.executable)),
-    }
-    paths.update(p for p in sys.path if p)
-    real = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
-    # Keep only top-most entries: a bind of a directory brings its subtree.
-    return [p for p in real if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in real)]
-
-
-def _closed_ancestor(path: str) -> str | None:
-    """The top-most ancestor of ``path`` that other users cannot traverse (e.g. /root)."""
-    parts = path.strip("/").split("/")
-    for i in range(1, len(parts)):
-        d = "/" + "/".join(parts[:i])
-        if not os.stat(d).st_mode & stat.S_IXOTH:
-            return d
-    return None
-
-
-def _filesystem(
-    cfg: SandboxConfig, p: Protections, ids: tuple[int, int] | None, sockets: list[str]
-) -> str:
-    """Hide paths, cover /tmp and closed directories, expose the interpreter again,
-    make every mount read-only. Returns the lab's temp dir."""
-    uid, gid = ids or (os.getuid(), os.getgid())
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
-    hidden, failed = [], []
-    for path in cfg.hide:
-        try:
-            if os.path.isdir(path):
-                _mount(
-                    "tmpfs",
-                    path,
-                    "tmpfs",
-                    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                    "size=4k,mode=0000",
-                )
-            elif os.path.exists(path):
-                _mount("/dev/null", path, None, MS_BIND)
-            else:
-                continue
-            hidden.append(path)
-        except OSError as e:
-            failed.append(f"{path} ({e.strerror})")
-    masked = 0
-    for path in sockets:
-        try:
-            _mount("/dev/null", path, None, MS_BIND)
-            masked += 1
-        except OSError:
-            failed.append(path)
-
-    # Directories the sandbox user could not traverse (a Python under /root) are
-    # covered with an empty tmpfs, and only the interpreter's own paths are bound
-    # back in, so lazy imports keep working and nothing else there is visible.
-    needed = _needed_paths() if ids is not None else []
-    closed = sorted({a for a in map(_closed_ancestor, needed) if a})
-    covered = [TMP, *closed]
-    rebind = [n for n in needed if any(n.startswith(c + "/") for c in covered)]
-    handles = {n: os.open(n, os.O_PATH) for n in rebind}
-    _mount(
-        "tmpfs",
-        TMP,
-        "tmpfs",
-        MS_NOSUID | MS_NODEV,
-        f"size={cfg.tmp_bytes},mode=0700,uid={uid},gid={gid}",
-    )
-    for d in closed:
-        _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-    for n, fd in handles.items():
-        if os.path.isdir(f"/proc/self/fd/{fd}"):
-            os.makedirs(n, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(n), exist_ok=True)
-            open(n, "a").close()
-        _mount(f"/proc/self/fd/{fd}", n, None, MS_BIND | MS_REC)
-        os.close(fd)
-    detail = f"hidden: {', '.join(hidden) or 'nothing'}; {masked} host unix socket(s) masked"
-    if closed:
-        detail += f"; covered {', '.join(closed)} except the interpreter ({', '.join(rebind)})"
-    if failed:
-        detail += f"; could not hide: {', '.join(failed[:5])}"
-    p.set("hidden_paths", not failed, detail)
-
-    ro_failed = []
-    mounts = _mounts()
-    for target, flags, readonly in mounts:
-        if readonly or target == TMP:
-            continue
-        try:
-            _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.EACCES):
-                ro_failed.append(target)
-    p.set(
-        "filesystem",
-        not ro_failed,
-        f"{len(mounts) - len(ro_failed) - 1} of {len(mounts) - 1} other mounts read-only"
-        + (f"; still writable: {', '.join(ro_failed[:5])}" if ro_failed else "")
-        + "; the lab writes only to its private /tmp",
-    )
-    p.set(
-        "tmpdir", True, f"private tmpfs on /tmp, {cfg.tmp_bytes // MIB} MiB, gone when the run ends"
-    )
-    return TMP
 
 
 def _vm_size_bytes() -> int:
@@ -477,7 +274,7 @@ def enter(
     tmpdir = fallback_tmp
     if mount_ns:
         try:
-            tmpdir = _filesystem(cfg, p, ids, sockets)
+            tmpdir = filesystem(cfg, p, ids, sockets)
         except OSError as e:
             p.set("filesystem", False, f"mount namespace set-up failed: {e}")
     if not mount_ns or not p.enabled("filesystem"):

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from app.main import DATABASE_DOWN_MESSAGE, DISK_FULL_MESSAGE
+from app.errors import DATABASE_DOWN_MESSAGE, DISK_FULL_MESSAGE
 from tests.integration.conftest import Stack, open_stack, start, wait_final, wait_for
 from tests.integration.services import PrivatePostgres, PrivateRedis
 from tests.integration.test_observability import scrape, value

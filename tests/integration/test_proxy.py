@@ -297,7 +297,7 @@ def test_the_stream_location_covers_every_event_stream_route() -> None:
 
     from app.main import create_app
     from app.routes.runs import SSE_KEEPALIVE_S
-    from tests.integration.conftest import app_routes
+    from tests.inprocess import app_routes
 
     text = CONFIG.read_text()
     found = re.search(r"location ~ (\S+) \{([^}]*)\}", text)

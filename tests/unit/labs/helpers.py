@@ -1,4 +1,5 @@
-"""Run a lab in this process exactly as the worker runs it, recording its events."""
+"""Run a lab in this process exactly as the worker runs it, recording its events;
+validate its parameters as the web, the CLI and the worker do."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from labs.base import EventContext, Lab
+from labs.base import EventContext, InvalidParams, Lab, LabParams
 
 Event = tuple[str, dict[str, Any]]
 
@@ -47,3 +48,11 @@ def run_lab(
     json.dumps([data for _, data in events], allow_nan=False)  # every event is strict JSON
     json.dumps(result.model_dump(mode="json"), allow_nan=False)
     return result, events
+
+
+def validate(lab: Lab, data: Any) -> tuple[LabParams | None, dict[str, str]]:
+    """``Lab.validate`` as a pair: ``(params, {})`` or ``(None, {field: message})``."""
+    try:
+        return lab.validate(data), {}
+    except InvalidParams as e:
+        return None, e.errors

@@ -1,6 +1,7 @@
 """The model/GPU parameters the four budget labs share (``labs.memory.ModelOnGpuParams``):
 their cross-field checks run on defaults too, and each error stays on its own field,
-both from ``Params.model_validate`` and from the web's ``forms.validate``.
+both from ``Params.model_validate`` and from ``Lab.validate`` (the web's, the CLI's
+and the worker's one validator).
 
 With the registry as it is, every model accepts every lab's default tensor-parallel
 degree and context, so most tests swap in a registry entry with fewer heads or a
@@ -16,10 +17,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from app.runs import forms
 from labs import fp8_savings, kv_capacity, memory, memory_budget, models, qlora_budget
-from labs.base import LabParams
+from labs.base import LabParams, params_errors
 from labs.registry import all_labs
-from labs.runtime import forms
+from tests.unit.labs.helpers import validate
 
 SMALL = "mistral-7b"  # the registry entry the tests shrink
 MODULES = (memory_budget, qlora_budget, kv_capacity, fp8_savings)
@@ -37,14 +39,14 @@ def message(check: Any, *args: Any) -> str:
 
 
 def first_pass_errors(params: type[LabParams], data: dict[str, Any]) -> dict[str, str]:
-    """Errors of a single ``model_validate``: the pass the worker and the CLI make."""
+    """Errors of a single ``model_validate``, in ``Lab.validate``'s format."""
     with pytest.raises(ValidationError) as e:
         params.model_validate(data)
-    return forms.field_errors(e.value)
+    return params_errors(e.value)
 
 
 def web_errors(lab_id: str, data: dict[str, Any]) -> dict[str, str]:
-    params, errors = forms.validate(all_labs()[lab_id], data)
+    params, errors = validate(all_labs()[lab_id], data)
     assert params is None
     return errors
 
@@ -61,7 +63,7 @@ def test_the_four_labs_share_the_base_and_put_model_and_gpu_first(module) -> Non
 @pytest.mark.parametrize("model_id", sorted(models.MODELS))
 def test_every_registry_model_accepts_every_labs_defaults(module, model_id) -> None:
     assert module.Params.model_validate({"model": model_id}).model == model_id
-    params, errors = forms.validate(module.LAB, {"model": model_id})
+    params, errors = validate(module.LAB, {"model": model_id})
     assert errors == {} and params is not None
 
 

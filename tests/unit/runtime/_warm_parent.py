@@ -16,11 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.runs.catalog import lab_catalogue
+from app.runs.worker import LabWorker
 from app.settings import Settings
-from labs.runtime.catalog import available_labs
 from labs.runtime.executor import Job, execute
 from labs.runtime.sandbox import MIB, SandboxConfig
-from labs.runtime.worker import LabWorker, preload
+from labs.runtime.warm import preload
+from tests.conftest import TEST_LAB_MODULES
 
 
 class WarmParent:
@@ -53,7 +55,9 @@ class WarmParent:
 
 def main() -> None:
     data_dir, secret = Path(sys.argv[1]), sys.argv[2]
-    settings = Settings(env="test", data_dir=data_dir, secret_key=secret)
+    settings = Settings(
+        env="test", data_dir=data_dir, secret_key=secret, extra_lab_modules=TEST_LAB_MODULES
+    )
     worker = LabWorker(settings)  # for its hidden paths and secret scrubbing, as in production
     preload()
     worker._secure_data_dir()
@@ -69,7 +73,7 @@ def main() -> None:
     unix_listener.bind(unix_path)
     os.chmod(unix_path, 0o777)
     unix_listener.listen()
-    labs = available_labs(settings)
+    labs = lab_catalogue(settings)
     print(
         json.dumps({"ready": True, "port": listener.getsockname()[1], "unix": unix_path}),
         flush=True,

@@ -11,6 +11,7 @@ ids that are no longer ``queued``, so a duplicate message is harmless.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
@@ -20,6 +21,7 @@ from app.settings import Settings
 QUEUES = ("cpu", "gpu")
 TASK_NAME = "lowbit.run_lab"
 QUEUE_FILE = "queue.db"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 # Seconds SQLite waits for a lock held by another process before giving up.
 SQLITE_BUSY_TIMEOUT_S = 10
 
@@ -32,16 +34,34 @@ def _run_lab(run_id: str) -> None:
 
 
 class RunQueue:
-    """Enqueue and dequeue run ids on the ``cpu`` and ``gpu`` queues."""
+    """Enqueue and dequeue run ids on the ``cpu`` and ``gpu`` queues.
+
+    ``create_app`` and the worker each build one. The storage opens on first use
+    (a SQLite queue creates its file and tables then), so building the client
+    costs nothing and touches no disk."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self._hueys: dict[str, Huey] = {}
         self._tasks: dict[str, Any] = {}
-        for name in QUEUES:
-            huey = self._make(name)
-            self._hueys[name] = huey
-            self._tasks[name] = huey.task(name=TASK_NAME)(_run_lab)
+        self._lock = threading.Lock()
+        url = settings.queue_url
+        if url and not url.startswith(REDIS_SCHEMES):  # refuse at start-up, not on first run
+            raise ValueError(
+                f"unsupported queue_url {url!r}: use redis://host:port/db or leave empty"
+            )
+
+    def _huey(self, name: str) -> Huey:
+        """The huey instance of queue ``name``, opened once (threads share it)."""
+        huey = self._hueys.get(name)
+        if huey is None:
+            with self._lock:
+                huey = self._hueys.get(name)
+                if huey is None:
+                    huey = self._make(name)
+                    self._tasks[name] = huey.task(name=TASK_NAME)(_run_lab)
+                    self._hueys[name] = huey
+        return huey
 
     @property
     def backend(self) -> str:
@@ -49,13 +69,9 @@ class RunQueue:
 
     def _make(self, name: str) -> Huey:
         url = self.settings.queue_url
-        if url.startswith(("redis://", "rediss://", "unix://")):
+        if url:  # a Redis URL (checked in __init__)
             # Non-blocking pops: one worker polls both queues in turn.
             return RedisHuey(f"lowbit-{name}", url=url, results=False, blocking=False)
-        if url:
-            raise ValueError(
-                f"unsupported queue_url {url!r}: use redis://host:port/db or leave empty"
-            )
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         return SqliteHuey(
             f"lowbit-{name}",
@@ -65,24 +81,25 @@ class RunQueue:
         )
 
     def enqueue(self, run_id: str, queue: str) -> None:
+        self._huey(queue)
         self._tasks[queue](run_id)
 
     def dequeue(self, queues: list[str]) -> tuple[str, str] | None:
         """The next (queue, run id) from the first non-empty queue in ``queues``."""
         for name in queues:
-            task = self._hueys[name].dequeue()
+            task = self._huey(name).dequeue()
             if task is not None and task.args:
                 return name, str(task.args[0])
         return None
 
     def pending_ids(self, queue: str) -> set[str]:
         """Run ids waiting in ``queue`` (reads the whole queue: for the reaper, not hot paths)."""
-        return {str(t.args[0]) for t in self._hueys[queue].pending() if t.args}
+        return {str(t.args[0]) for t in self._huey(queue).pending() if t.args}
 
     def pending_count(self, queue: str) -> int:
-        return int(self._hueys[queue].pending_count())
+        return int(self._huey(queue).pending_count())
 
     def flush(self) -> None:
         """Drop every message (tests and `queue lost` drills only)."""
-        for huey in self._hueys.values():
-            huey.flush()
+        for name in QUEUES:
+            self._huey(name).flush()

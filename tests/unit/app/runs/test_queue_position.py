@@ -10,10 +10,10 @@ from sqlalchemy import update
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from app.db import Learner, Run, Worker, make_engine, make_sessionmaker, utcnow
-from app.main import DATABASE_DOWN_MESSAGE, DISK_FULL_MESSAGE, storage_error_message
+from app.errors import DATABASE_DOWN_MESSAGE, DISK_FULL_MESSAGE, storage_error_message
+from app.runs import store
+from app.runs.worker import is_transient_db_error
 from app.settings import Settings
-from labs.runtime import runs
-from labs.runtime.worker import is_transient_db_error
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def add(factory: Any, queue: str, age_s: float, run_id: str, status: str = "queu
 def position(factory: Any, run_id: str) -> int | None:
     with factory() as s:
         run = s.get(Run, run_id)
-        return runs.queue_position(s, run)
+        return store.queue_position(s, run)
 
 
 def test_position_counts_older_queued_runs_of_the_same_queue_only(factory: Any) -> None:
@@ -89,8 +89,8 @@ def test_live_workers_counts_only_heartbeating_workers_of_the_queue(
             ]
         )
         s.commit()
-        assert runs.live_workers(s, "gpu", migrated) == 1
-        assert runs.live_workers(s, "cpu", migrated) == 2
+        assert store.live_workers(s, "gpu", migrated) == 1
+        assert store.live_workers(s, "cpu", migrated) == 2
 
 
 def _op(message: str) -> OperationalError:

@@ -11,13 +11,13 @@ the queue; a second signal stops them at once.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import platform
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -25,18 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from app.db import make_engine, make_sessionmaker
+from app.runs import claims
+from app.runs.catalog import LabCatalogue, lab_catalogue
+from app.runs.queue import QUEUES, RunQueue
 from app.settings import Settings
-from labs.base import NeedsGPU
-from labs.runtime import runs
-from labs.runtime.catalog import available_labs
+from labs.base import InvalidParams, NeedsGPU
 from labs.runtime.executor import Job, Outcome, execute
-from labs.runtime.queue import QUEUES, RunQueue
 from labs.runtime.sandbox import MIB, SandboxConfig, lab_threads
+from labs.runtime.warm import cpu_model, preload
 
 log = logging.getLogger("lowbit.worker")
 
@@ -67,26 +67,6 @@ def is_transient_db_error(e: BaseException) -> bool:
     )
 
 
-# Imported once in the parent so no run pays for them.
-PRELOAD = (
-    "torch",
-    "torch.nn.functional",
-    "numpy",
-    "safetensors",
-    "safetensors.torch",
-    "matplotlib",
-    "matplotlib.figure",
-    "matplotlib.font_manager",
-    "matplotlib.backends.backend_svg",
-    "matplotlib.backends.backend_agg",
-    "labs.quant",
-    "labs.quant.metrics",
-    "labs.plots",
-    "encodings.idna",
-    "json",
-    "subprocess",
-    "shlex",
-)
 REDACTED = "(redacted in lab processes)"
 GPU_SNAPSHOT_FIELDS = (
     "name",
@@ -98,20 +78,6 @@ GPU_SNAPSHOT_FIELDS = (
     "power.draw",
     "pstate",
 )
-
-
-def preload() -> dict[str, str]:
-    """Import the numeric stack and every lab module; returns modules that failed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    failed: dict[str, str] = {}
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # a missing optional module must not stop the worker
-            failed[name] = f"{type(e).__name__}: {e}"
-    return failed
 
 
 def nvidia_smi(fields: tuple[str, ...]) -> list[dict[str, str]] | None:
@@ -132,17 +98,6 @@ def nvidia_smi(fields: tuple[str, ...]) -> list[dict[str, str]] | None:
     return [dict(zip(fields, r, strict=False)) for r in rows] or None
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 @dataclass
 class _Active:
     run_id: str
@@ -150,12 +105,21 @@ class _Active:
 
 
 class LabWorker:
-    def __init__(self, settings: Settings, worker_id: str | None = None):
+    """One worker process: polls the queues, claims runs, forks a sandboxed child
+    per run and records what it did. ``labs`` is the catalogue it can run (by
+    default the one ``settings`` describe, as the web app's)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        worker_id: str | None = None,
+        labs: LabCatalogue | None = None,
+    ):
         self.settings = settings
         self.engine = make_engine(settings.db_url)
         self.factory = make_sessionmaker(self.engine)
         self.queue = RunQueue(settings)
-        self.labs = available_labs(settings)
+        self.labs = lab_catalogue(settings) if labs is None else labs
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
         self.killing = threading.Event()
@@ -189,7 +153,7 @@ class LabWorker:
             "worker": self.worker_id,
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
             "torch": torch.__version__,
             "torch_cuda_build": torch.version.cuda,
@@ -234,7 +198,7 @@ class LabWorker:
 
     def run_forever(self) -> int:
         self.prepare()
-        runs.register_worker(
+        claims.register_worker(
             self.factory,
             self.worker_id,
             socket.gethostname(),
@@ -266,7 +230,7 @@ class LabWorker:
         for t in threads:
             t.join(timeout=SHUTDOWN_GRACE_S)
         try:
-            runs.heartbeat(self.factory, self.worker_id, status="stopped")
+            claims.heartbeat(self.factory, self.worker_id, status="stopped")
         except Exception:
             log.exception("could not mark the worker stopped")
         self.engine.dispose()
@@ -311,7 +275,7 @@ class LabWorker:
                     raise
 
     def handle(self, run_id: str) -> None:
-        run = self._db("claim", lambda: runs.claim(self.factory, run_id, self.worker_id))
+        run = self._db("claim", lambda: claims.claim(self.factory, run_id, self.worker_id))
         if run is None:
             return  # duplicate message, cancelled, or another worker has it
         with self.lock:
@@ -324,11 +288,11 @@ class LabWorker:
             self._execute(run_id, run.lab_id, run.params, run.attempts, run.queue)
         except Exception as e:  # never leave a claimed run heartbeating forever
             log.exception("run failed inside the worker", extra={"run": run_id})
-            runs.finish(
+            claims.finish(
                 self.factory,
                 run_id,
                 self.worker_id,
-                runs.Ending(
+                claims.Ending(
                     "failed",
                     error=f"The worker could not run this lab ({type(e).__name__}: {e}).",
                     environment=self.static_env,
@@ -345,24 +309,23 @@ class LabWorker:
         env = dict(self.static_env, attempt=attempt)
         lab = self.labs.get(lab_id)
         if lab is None:
-            runs.finish(
+            claims.finish(
                 self.factory,
                 run_id,
                 self.worker_id,
-                runs.Ending("failed", error=f"This worker has no lab {lab_id!r}.", environment=env),
+                claims.Ending(
+                    "failed", error=f"This worker has no lab {lab_id!r}.", environment=env
+                ),
             )
             return
-        try:
-            params = lab.params.model_validate(raw_params)
-        except ValidationError as e:
-            msg = "; ".join(
-                f"{'.'.join(map(str, x['loc'])) or 'params'}: {x['msg']}" for x in e.errors()
-            )
-            runs.finish(
+        try:  # the stored params, checked by the validator the web used
+            params = lab.validate(raw_params)
+        except InvalidParams as e:
+            claims.finish(
                 self.factory,
                 run_id,
                 self.worker_id,
-                runs.Ending("failed", error=f"Invalid parameters: {msg}", environment=env),
+                claims.Ending("failed", error=f"Invalid parameters: {e}", environment=env),
             )
             return
         device = "cuda" if self.device == "cuda" and lab.needs_gpu is not NeedsGPU.no else "cpu"
@@ -381,7 +344,7 @@ class LabWorker:
 
         def store(batch: list[tuple[str, dict[str, Any]]]) -> bool:
             return self._db(
-                "events", lambda: runs.append_events(self.factory, run_id, self.worker_id, batch)
+                "events", lambda: claims.append_events(self.factory, run_id, self.worker_id, batch)
             )
 
         def should_stop() -> bool:
@@ -401,7 +364,7 @@ class LabWorker:
             return
         if outcome.status == "cancelled" and run_id not in self.cancelled:
             # Stopped by a worker shutdown, not by the learner: back in the queue.
-            if runs.requeue_own(
+            if claims.requeue_own(
                 self.factory,
                 run_id,
                 self.worker_id,
@@ -410,7 +373,7 @@ class LabWorker:
                 log.info("run handed back to the queue", extra={"run": run_id})
                 self.queue.enqueue(run_id, queue)
             return
-        ending = runs.Ending(
+        ending = claims.Ending(
             outcome.status,
             result=outcome.result,
             error=outcome.error,
@@ -419,7 +382,7 @@ class LabWorker:
             duration_s=outcome.duration_s,
         )
         if not self._db(
-            "finish", lambda: runs.finish(self.factory, run_id, self.worker_id, ending)
+            "finish", lambda: claims.finish(self.factory, run_id, self.worker_id, ending)
         ):
             log.warning("run ended elsewhere before this worker finished it", extra={"run": run_id})
             return
@@ -443,18 +406,18 @@ class LabWorker:
             now = time.monotonic()
             try:
                 if now - last_beat >= s.heartbeat_seconds:
-                    cancels = runs.heartbeat(self.factory, self.worker_id)
+                    cancels = claims.heartbeat(self.factory, self.worker_id)
                     last_beat = now
                 elif self.active:
                     with self.factory() as session:
-                        cancels = runs.cancel_requests(session, self.worker_id)
+                        cancels = claims.cancel_requests(session, self.worker_id)
                 else:
                     cancels = set()
                 if cancels:
                     with self.lock:
                         self.cancelled |= cancels
                 if now - last_reap >= reap_every and not self.stopping.is_set():
-                    runs.reap(self.factory, self.queue, s)
+                    claims.reap(self.factory, self.queue, s)
                     last_reap = now
             except Exception as e:
                 if is_transient_db_error(e):  # an outage: one line per attempt, no traceback
@@ -474,3 +437,22 @@ def install_signal_handlers(worker: LabWorker) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+def main(settings: Settings) -> int:
+    """The ``lowbit worker`` process: consume the configured queues until SIGTERM/SIGINT."""
+    from app.logging import configure_logging
+
+    configure_logging()
+    worker = LabWorker(settings)
+    install_signal_handlers(worker)
+    try:
+        rc = worker.run_forever()
+    except KeyboardInterrupt:
+        rc = 130
+    # Everything is committed by now; skip the interpreter's teardown of torch and
+    # friends, which takes seconds and makes restarts (and Ctrl-C) feel stuck.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)

@@ -21,7 +21,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from app.middleware import CSRF_COOKIE, SESSION_COOKIE
-from tests.integration.conftest import InProcess, app_routes, path_params, seed_learner
+from tests.inprocess import InProcess, app_routes, path_params, seed_learner
 
 EXAMPLES = int(os.environ.get("LOWBIT_FUZZ_EXAMPLES", "25"))
 # Operations whose inputs admit few distinct cases (no parameters) send fewer.

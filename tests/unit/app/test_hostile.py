@@ -24,7 +24,7 @@ from app.db import Learner, NotebookEntry, QuizAttempt, Run, make_engine, make_s
 from app.deps import get_learner, get_learner_id
 from app.middleware import CSP, CSRF_COOKIE, SESSION_COOKIE, LowbitMiddleware
 from app.settings import Settings
-from tests.integration.conftest import (
+from tests.inprocess import (
     InProcess,
     Seeded,
     app_routes,

@@ -1,7 +1,6 @@
-"""Lab parameters from the web: form fields generated from the Params schema, form
-and JSON parsing, and validation errors as one message per field.
-
-No torch here: the web process validates every request before anything is queued.
+"""Lab parameters from the web: form fields generated from the Params schema and
+form parsing. Validation is ``Lab.validate`` (labs.base), the same for the web, the
+CLI and the worker.
 """
 
 from __future__ import annotations
@@ -13,11 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from labs.base import Lab, LabParams
-
-FORM_ERROR_KEY = ""  # errors that belong to no single field
+from labs.base import Lab
 
 
 @dataclass
@@ -125,51 +120,3 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
         else:
             out[name] = text
     return out
-
-
-def field_errors(e: ValidationError) -> dict[str, str]:
-    """``{field: message}``; errors of the model as a whole go under ``""``."""
-    out: dict[str, list[str]] = {}
-    for err in e.errors():
-        loc = [p for p in err["loc"] if p not in ("body",)]
-        key = str(loc[0]) if loc else FORM_ERROR_KEY
-        msg = err["msg"].removeprefix("Value error, ")
-        if len(loc) > 1:
-            msg = f"item {'.'.join(str(int(p) + 1) if isinstance(p, int) else str(p) for p in loc[1:])}: {msg}"
-        out.setdefault(key, []).append(msg)
-    return {k: "; ".join(v) for k, v in out.items()}
-
-
-def _unstorable(value: Any) -> str | None:
-    """Why ``value`` (validated params as JSON) cannot be stored as a run's JSON on
-    every database, or None: NUL characters (PostgreSQL rejects them in text and
-    JSONB) and non-finite numbers (not JSON)."""
-    if isinstance(value, str):
-        return "must not contain NUL characters" if "\x00" in value else None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else "must be a finite number"
-    if isinstance(value, dict):
-        items: Any = [*value.keys(), *value.values()]
-    elif isinstance(value, list):
-        items = value
-    else:
-        return None
-    return next((why for why in map(_unstorable, items) if why), None)
-
-
-def validate(lab: Lab, data: Any) -> tuple[LabParams | None, dict[str, str]]:
-    """(params, {}) or (None, per-field messages)."""
-    if not isinstance(data, dict):
-        return None, {FORM_ERROR_KEY: "Parameters must be a JSON object of name: value."}
-    try:
-        params = lab.params.model_validate(data)
-        stored = params.model_dump(mode="json")
-        # The worker validates the stored form again: whatever that second pass would
-        # reject (a cross-field check on a default that a lab's validator does not
-        # run with validate_default) must fail here, with its message, not later as a
-        # failed run.
-        lab.params.model_validate(stored)
-    except ValidationError as e:
-        return None, field_errors(e)
-    bad = {name: why for name, v in stored.items() if (why := _unstorable(v))}
-    return (None, bad) if bad else (params, {})

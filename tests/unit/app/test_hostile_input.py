@@ -17,12 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.content import ContentError, load_catalogue
+from app.runs import forms
+from app.runs.catalog import lab_catalogue
 from app.settings import Settings
-from labs.runtime import forms
-from labs.runtime.catalog import available_labs
+from tests.conftest import TEST_LAB_MODULES
 from tests.factories import card_front, make_content
+from tests.unit.labs.helpers import validate
 
-LABS = available_labs(Settings(env="test"))
+LABS = lab_catalogue(Settings(env="test", extra_lab_modules=TEST_LAB_MODULES))
 FUZZ = settings(
     max_examples=50,
     deadline=None,
@@ -60,7 +62,7 @@ def lab_data(lab_id: str) -> st.SearchStrategy[dict[str, Any]]:
 
 def check(lab_id: str, data: Any) -> None:
     lab = LABS[lab_id]
-    params, errors = forms.validate(lab, data)
+    params, errors = validate(lab, data)
     if params is None:
         assert errors and all(isinstance(k, str) and v for k, v in errors.items()), errors
         return

@@ -1,0 +1,104 @@
+"""Dependencies point one way: ``app`` → ``labs`` → ``labs.quant`` (DESIGN.md, and
+the map in docs/architecture.md). Checked on the source with ``ast``, so an import
+inside a function counts as much as one at the top, and nothing needs importing."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.settings import ROOT
+
+
+def modules(package: str) -> list[Path]:
+    """Every Python file of ``package`` (a dotted name under the repository root)."""
+    return sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module name) of every import in ``path``; relative imports
+    are resolved against the file's package, ``from x import y`` yields ``x.y``
+    as well as ``x`` (``y`` may be a submodule)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            yield node.lineno, module
+            for alias in node.names:
+                yield node.lineno, f"{module}.{alias.name}"
+
+
+def offences(package: str, forbidden: tuple[str, ...], allowed: tuple[str, ...] = ()) -> list[str]:
+    """``file:line imports name`` for each import under ``package`` of a module in
+    (or under) ``forbidden`` that is not in (or under) ``allowed``."""
+
+    def within(name: str, roots: tuple[str, ...]) -> bool:
+        return any(name == r or name.startswith(r + ".") for r in roots)
+
+    found = []
+    for path in modules(package):
+        for line, name in imported(path):
+            if within(name, forbidden) and not within(name, allowed):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    return sorted(set(found))
+
+
+def test_nothing_under_labs_imports_the_web_app() -> None:
+    assert offences("labs", ("app",)) == []
+
+
+def test_the_quantization_library_imports_nothing_else_from_labs() -> None:
+    assert offences("labs.quant", ("labs",), allowed=("labs.quant",)) == []
+
+
+def test_routers_never_import_each_other() -> None:
+    # Shared logic lives in app.runs (or another service module), not in a router.
+    for path in modules("app.routes"):
+        me = module_name(path)
+        others = [
+            f"{path.relative_to(ROOT)}:{line} imports {name}"
+            for line, name in imported(path)
+            if name.startswith("app.routes.") and not name.startswith(me)
+        ]
+        assert others == [], others
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import app.db\n", ["app.db"]),
+        (
+            "def f():\n    from app.settings import Settings\n",
+            ["app.settings", "app.settings.Settings"],
+        ),
+        ("from .. import quant\n", ["labs", "labs.quant"]),
+        ("from . import sandbox\n", ["labs.runtime", "labs.runtime.sandbox"]),
+    ],
+)
+def test_the_import_reader_sees_every_kind_of_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, expected: list[str]
+) -> None:
+    # A file at labs/runtime/x.py of a fake root: top-level, nested and relative imports.
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    path = tmp_path / "labs" / "runtime" / "x.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source, encoding="utf-8")
+    assert [name for _, name in imported(path)] == expected
