@@ -102,6 +102,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=args.port or settings.port,
             log_level="warning",
             timeout_graceful_shutdown=3,
+            # The app decides whom to believe (settings.trusted_proxies); uvicorn's
+            # default would trust X-Forwarded-For from any local client.
+            proxy_headers=False,
         )
     finally:
         if worker is not None and worker.poll() is None:

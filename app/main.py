@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -20,6 +21,7 @@ from app.content import Catalogue
 from app.db import make_engine, make_sessionmaker
 from app.logging import configure_logging
 from app.middleware import LowbitMiddleware
+from app.ratelimit import Limiter, RateLimited
 from app.routes import (
     accounts,
     health,
@@ -76,7 +78,7 @@ def storage_error_message(exc: Exception) -> tuple[str, int]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     configure_logging()
-    engine = make_engine(settings.db_url)
+    engine = make_engine(settings.db_url, pool_size=settings.web_threads)
     sessionmaker = make_sessionmaker(engine)
 
     def index(cat: Catalogue) -> None:
@@ -89,6 +91,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Sync routes run in this many threads; the pool has a connection for each
+        # (see make_engine), so no thread ever waits on the pool for another.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.web_threads
         index(store.catalogue)
         store.on_load = index
         yield
@@ -104,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = sessionmaker
+    app.state.limiter = Limiter(settings)
     app.state.content = store
     app.state.static = manifest
     templates.env.globals["static_url"] = manifest.url
@@ -200,6 +206,11 @@ def _install_error_pages(app: FastAPI) -> None:
         )
         headers = {"Retry-After": str(retry)}
         return error_response(request, 503, detail, {"request_id": rid}, headers)
+
+    @app.exception_handler(RateLimited)
+    async def rate_limited(request: Request, exc: RateLimited) -> Response:
+        headers = {"Retry-After": str(exc.retry_after)}
+        return error_response(request, 429, exc.message, None, headers)
 
     @app.exception_handler(ClientDisconnect)
     async def client_gone(request: Request, exc: ClientDisconnect) -> Response:

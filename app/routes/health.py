@@ -13,7 +13,8 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
+    # async: liveness must answer while every threadpool thread is busy
     return {"status": "ok"}
 
 

@@ -106,6 +106,10 @@ def start_run(
     params, errors = forms.validate(lab, data)
     if params is None:
         return None, errors, 422
+    if not request.state.signed_in:
+        # Each new cookie is a new learner with its own quota: limit the client too.
+        limiter = request.app.state.limiter
+        limiter.hit(limiter.anonymous_run, request.state.client_ip)
     try:
         run = runs.submit(session, settings, run_queue(request), learner, lab, params)
     except runs.RunRefused as e:
