@@ -67,6 +67,19 @@ def get_learner_id(request: Request, session: Session = Depends(get_db)) -> str:
     request, within a per-client limit on new learners. An anonymous cookie whose
     learner has since become (or merged into) an account is not a key to that
     account: the browser gets a fresh anonymous learner instead."""
+    try:
+        learner_id = _learner_id(request, session)
+    except BaseException:
+        session.rollback()
+        raise
+    # End the transaction: its connection goes back to the pool now, not after the
+    # route has waited for a thread of its own (under a burst, requests holding
+    # connections while waiting for threads starved the requests in threads).
+    session.commit()
+    return learner_id
+
+
+def _learner_id(request: Request, session: Session) -> str:
     state = request.state
     error = getattr(state, "identity_error", None)
     if error is not None:
@@ -105,6 +118,7 @@ def get_learner(request: Request, session: Session = Depends(get_db)) -> Learner
     """The learner row; for a reader who has none yet, an unsaved blank one."""
     learner_id = get_learner_id(request, session)
     learner = session.get(Learner, learner_id)
+    session.commit()  # as in get_learner_id: hold no connection between threads
     return learner if learner is not None else Learner(id=learner_id, is_admin=False)
 
 

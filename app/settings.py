@@ -100,7 +100,7 @@ class Settings(BaseSettings):
         10, ge=1, description="Lab runs anonymous learners from one client may start per minute"
     )
     web_threads: int = Field(
-        40, ge=4, le=256, description="Threads serving sync routes; the database pool matches it"
+        16, ge=4, le=256, description="Threads serving sync routes; the database pool matches it"
     )
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (bytes); larger gets 413"

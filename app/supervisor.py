@@ -15,6 +15,8 @@ import time
 
 from prometheus_client import Counter, Gauge
 
+from app.metrics import REGISTRY
+
 log = logging.getLogger("lowbit.supervisor")
 
 # Seconds before the first restart, doubling up to the cap while the worker keeps
@@ -25,9 +27,13 @@ HEALTHY_AFTER_S = 60.0
 STOP_TIMEOUT_S = 15.0
 
 RESTARTS = Counter(
-    "lowbit_embedded_worker_restarts_total", "Times the embedded worker was started again"
+    "lowbit_embedded_worker_restarts_total",
+    "Times the embedded worker was started again",
+    registry=REGISTRY,
 )
-UP = Gauge("lowbit_embedded_worker_up", "1 while the embedded worker process is alive")
+UP = Gauge(
+    "lowbit_embedded_worker_up", "1 while the embedded worker process is alive", registry=REGISTRY
+)
 
 
 class WorkerSupervisor:
@@ -49,7 +55,7 @@ class WorkerSupervisor:
         return self.proc is not None and self.proc.poll() is None
 
     def status(self) -> str:
-        """"ok", or why not (for /readyz)."""
+        """ "ok", or why not (for /readyz)."""
         if self.alive:
             return "ok"
         return f"restarting (last exit code {self.last_exit}, {self.restarts} restarts)"

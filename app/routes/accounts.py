@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
-from app import sessions
+from app import routes, sessions
 from app.accounts import AccountError, authenticate, change_password, claim, create_account
 from app.db import Learner, new_id
 from app.deps import FormDep, LearnerRowDep, SessionDep, SettingsDep
@@ -15,7 +15,7 @@ from app.ratelimit import RateLimited
 from app.settings import Settings
 from app.templating import render
 
-router = APIRouter(tags=["accounts"])
+router = routes.router(tags=["accounts"])
 
 
 def _fields(form: FormData, *names: str) -> list[str]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from app import routes
 from app.deps import SessionDep, SettingsDep
 from app.settings import Settings
 
-router = APIRouter(tags=["health"])
+router = routes.router(tags=["health"])
 
 
 @router.get("/healthz")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app import notebook
+from app import notebook, routes
 from app.deps import FormDep, LearnerDep, SessionDep, SettingsDep
 from app.routes.runs import HISTORY_LIMIT, run_context, start_run
 from app.templating import is_htmx, render
@@ -19,7 +19,7 @@ from labs.base import Lab
 from labs.runtime import forms, runs
 from labs.runtime.catalog import available_labs, get_available_lab
 
-router = APIRouter(tags=["labs"])
+router = routes.router(tags=["labs"])
 
 
 def _lab(settings: Any, lab_id: str) -> Lab:

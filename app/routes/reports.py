@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import HTTPException
 from fastapi.responses import PlainTextResponse
 
-from app import notebook
+from app import notebook, routes
 from app.db import Run
 from app.deps import LearnerDep, SessionDep, SettingsDep
 from labs.runtime import runs
 from labs.runtime.catalog import get_available_lab
 from labs.runtime.views import flatten, format_value
 
-router = APIRouter(tags=["runs"])
+router = routes.router(tags=["runs"])
 
 
 def _md(value: Any) -> str:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import HTTPException, Path, Query, Request
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -23,7 +23,7 @@ from fastapi.responses import (
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import notebook
+from app import notebook, routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import LearnerDep, SessionDep, SettingsDep
 from app.settings import Settings
@@ -35,7 +35,7 @@ from labs.runtime.catalog import available_labs, get_available_lab
 from labs.runtime.queue import RunQueue
 from labs.runtime.views import diff, format_value, histogram_svg, latest_progress, sse
 
-router = APIRouter(tags=["runs"])
+router = routes.router(tags=["runs"])
 
 # Seconds between database polls of an event stream: the shortest right after news
 # (a run that has just started or printed usually prints again soon), doubling on each
