@@ -6,17 +6,15 @@ from __future__ import annotations
 import getpass
 import re
 import sys
-from datetime import timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db import (
     Learner,
-    LoginAttempt,
     NotebookEntry,
     PageVisit,
     QuizAttempt,
@@ -25,8 +23,8 @@ from app.db import (
     Run,
     make_engine,
     make_sessionmaker,
-    utcnow,
 )
+from app.ratelimit import Limiter
 from app.settings import Settings
 
 USERNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{3,40}$")
@@ -77,22 +75,22 @@ def create_account(
     return learner
 
 
-def rate_limited(session: Session, key: str, limit: int) -> bool:
-    since = utcnow() - timedelta(minutes=1)
-    n = session.scalar(
-        select(func.count())
-        .select_from(LoginAttempt)
-        .where(LoginAttempt.key == key, LoginAttempt.at >= since)
-    )
-    return (n or 0) >= limit
+def authenticate(
+    session: Session, username: str, password: str, limiter: Limiter, ip: str
+) -> Learner:
+    """The account for ``username`` + ``password``.
 
-
-def authenticate(session: Session, username: str, password: str, key: str, limit: int) -> Learner:
-    if rate_limited(session, key, limit):
-        raise AccountError("Too many sign-in attempts. Wait a minute and try again.")
-    learner = session.scalar(
-        select(Learner).where(func.lower(Learner.username) == username.lower())
-    )
+    Every attempt is counted before the password is checked, in one atomic step per
+    limit (so concurrent guesses cannot all slip under it): per username from this
+    client, per client over all usernames, and per username over all clients (a
+    looser hourly limit, so one client's guesses cannot lock the owner out elsewhere).
+    A successful sign-in clears this client's count for the username.
+    Raises ``RateLimited`` (429) or ``AccountError`` (422)."""
+    name = username.lower()
+    limiter.hit(limiter.signin_ip, ip)
+    limiter.hit(limiter.signin_user_ip, name, ip)
+    limiter.hit(limiter.signin_user, name)
+    learner = session.scalar(select(Learner).where(func.lower(Learner.username) == name))
     ok = False
     if learner is not None and learner.password_hash:
         try:
@@ -102,10 +100,8 @@ def authenticate(session: Session, username: str, password: str, key: str, limit
     else:
         _hasher.hash("timing-equaliser")  # same cost whether or not the user exists
     if not ok or learner is None:
-        session.add(LoginAttempt(key=key))
-        session.execute(delete(LoginAttempt).where(LoginAttempt.at < utcnow() - timedelta(hours=1)))
-        session.commit()
         raise AccountError("Username or password is wrong.")
+    limiter.clear(limiter.signin_user_ip, name, ip)
     if _hasher.check_needs_rehash(learner.password_hash or ""):
         learner.password_hash = _hasher.hash(password)
         session.commit()

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -79,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from app.content import ContentError
     from app.main import create_app
+    from app.supervisor import WorkerSupervisor
 
     settings = _settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -89,11 +87,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for p in e.problems:
             print(p, file=sys.stderr)
         return 1
-    worker: subprocess.Popen[bytes] | None = None
+    worker: WorkerSupervisor | None = None
     if args.embedded_worker:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "worker"], env=os.environ.copy()
-        )
+        worker = WorkerSupervisor()
+        app.state.embedded_worker = worker
+        worker.start()
     _trim_malloc()
     try:
         uvicorn.run(
@@ -102,14 +100,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=args.port or settings.port,
             log_level="warning",
             timeout_graceful_shutdown=3,
+            # The app decides whom to believe (settings.trusted_proxies); uvicorn's
+            # default would trust X-Forwarded-For from any local client.
+            proxy_headers=False,
         )
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        if worker is not None:
+            worker.stop()
     return 0
 
 

@@ -252,18 +252,37 @@ class PageVisit(Base):
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class LoginAttempt(Base):
-    __tablename__ = "login_attempts"
-    __table_args__ = (Index("ix_login_attempts_key_at", "key", "at"),)
+class AuthSession(Base):
+    """A signed-in session. The cookie carries a random token; only its SHA-256 is
+    stored, so a copy of this table signs nobody in. Deleting the row ends the
+    session everywhere at once (sign-out, password change, "sign out everywhere")."""
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    key: Mapped[str] = mapped_column(String(120))
-    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    __tablename__ = "auth_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    learner_id: Mapped[str] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
-def make_engine(url: str) -> Engine:
+# Seconds a request waits for a pooled connection before it is answered 503.
+POOL_TIMEOUT_S = 10
+# Connections beyond one per web thread: event-stream polls and the middleware's
+# session look-ups run in the same threads, so a few spare cover start-up tasks.
+POOL_SPARE = 8
+
+
+def make_engine(url: str, pool_size: int = 5) -> Engine:
+    """An engine whose pool holds ``pool_size`` connections (plus a few spare): the
+    web app passes its thread count, so a burst queues for threads, not for
+    connections."""
+    pool = {"pool_size": pool_size, "max_overflow": POOL_SPARE, "pool_timeout": POOL_TIMEOUT_S}
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, **pool
+        )
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
@@ -275,7 +294,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(url, pool_pre_ping=True, **pool)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from app.content import Catalogue
-from app.db import Learner, Run, utcnow
+from app.db import Learner, Run, new_id, utcnow
+from app.middleware import SAFE_METHODS
 from app.runs import store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
@@ -25,7 +28,13 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def get_db(request: Request) -> Iterator[Session]:
+async def get_db(request: Request) -> AsyncIterator[Session]:
+    """A database session for one request, closed on the event loop.
+
+    Async on purpose: a sync generator dependency is closed in the threadpool, so
+    under a burst every thread could be waiting for a pooled connection while the
+    requests holding the connections wait for a thread to close them (a deadlock
+    that lasted until the pool timed out). Closing returns the connection at once."""
     session: Session = request.app.state.sessionmaker()
     try:
         yield session
@@ -39,24 +48,76 @@ def get_catalogue(request: Request) -> Catalogue:
 
 
 def ensure_learner(session: Session, learner_id: str) -> Learner:
+    """The learner row, inserted if missing. Idempotent under concurrency: two first
+    requests of one new learner both succeed (``ON CONFLICT DO NOTHING``)."""
     learner = session.get(Learner, learner_id)
     if learner is None:
-        learner = Learner(id=learner_id)
-        session.add(learner)
+        now = utcnow()
+        insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        session.execute(
+            insert(Learner)
+            .values(id=learner_id, is_admin=False, created_at=now, last_seen_at=now)
+            .on_conflict_do_nothing(index_elements=["id"])
+        )
         session.commit()
+        learner = session.get(Learner, learner_id)
+        assert learner is not None
     return learner
 
 
 def get_learner_id(request: Request, session: Session = Depends(get_db)) -> str:
-    """The current learner's id; the learner row is created on first use."""
-    learner_id: str = request.state.learner_id
-    learner = ensure_learner(session, learner_id)
-    if learner.merged_into:  # an anonymous id whose progress was claimed by an account
-        return learner.merged_into
-    if (utcnow() - learner.last_seen_at).total_seconds() > 300:
+    """The current learner's id.
+
+    A read never writes: a visitor who only reads has no learner row (a client that
+    drops cookies cannot fill the table). The row is created on the first unsafe
+    request, within a per-client limit on new learners. An anonymous cookie whose
+    learner has since become (or merged into) an account is not a key to that
+    account: the browser gets a fresh anonymous learner instead."""
+    try:
+        learner_id = _learner_id(request, session)
+    except BaseException:
+        session.rollback()
+        raise
+    # End the transaction: its connection goes back to the pool now, not after the
+    # route has waited for a thread of its own (under a burst, requests holding
+    # connections while waiting for threads starved the requests in threads).
+    session.commit()
+    return learner_id
+
+
+def _learner_id(request: Request, session: Session) -> str:
+    state = request.state
+    error = getattr(state, "identity_error", None)
+    if error is not None:
+        raise error
+    learner_id: str = state.learner_id
+    if state.signed_in:
+        return learner_id
+    learner = session.get(Learner, learner_id)
+    if learner is not None and (learner.username or learner.merged_into):
+        learner_id = new_id()
+        state.learner_id = learner_id
+        state.session_data = {"l": learner_id}
+        learner = None
+    if request.method in SAFE_METHODS:
+        return learner_id
+    if learner is None:
+        request.app.state.limiter.hit(request.app.state.limiter.new_learner, state.client_ip)
+        ensure_learner(session, learner_id)
+    elif (utcnow() - learner.last_seen_at).total_seconds() > 300:
         learner.last_seen_at = utcnow()
         session.commit()
     return learner_id
+
+
+def anonymous_run_limit(request: Request) -> Callable[[], None] | None:
+    """For an anonymous learner, the per-client limit on starting runs: each new
+    cookie is a new learner with a quota of its own, so the client is limited too."""
+    if request.state.signed_in:
+        return None
+    limiter = request.app.state.limiter
+    client = request.state.client_ip
+    return lambda: limiter.hit(limiter.anonymous_run, client)
 
 
 async def get_form(request: Request) -> FormData:
@@ -70,9 +131,11 @@ async def get_form(request: Request) -> FormData:
 
 
 def get_learner(request: Request, session: Session = Depends(get_db)) -> Learner:
-    learner = session.get(Learner, get_learner_id(request, session))
-    assert learner is not None
-    return learner
+    """The learner row; for a reader who has none yet, an unsaved blank one."""
+    learner_id = get_learner_id(request, session)
+    learner = session.get(Learner, learner_id)
+    session.commit()  # as in get_learner_id: hold no connection between threads
+    return learner if learner is not None else Learner(id=learner_id, is_admin=False)
 
 
 def get_labs(request: Request) -> LabCatalogue:

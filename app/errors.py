@@ -15,6 +15,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from app.ratelimit import RateLimited
 from app.templating import render
 
 log = logging.getLogger("lowbit.app")
@@ -121,6 +122,12 @@ async def storage_unavailable(request: Request, exc: Exception) -> Response:
     return error_response(request, 503, detail, {"request_id": rid}, headers)
 
 
+async def rate_limited(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RateLimited)
+    headers = {"Retry-After": str(exc.retry_after)}
+    return error_response(request, 429, exc.message, None, headers)
+
+
 async def client_gone(request: Request, exc: ClientDisconnect) -> Response:
     # The client closed the connection while sending its request: nobody reads
     # this answer, and it is not a server error.
@@ -167,6 +174,7 @@ def install(app: FastAPI) -> None:
     app.exception_handler(StarletteHTTPException)(http_error)
     app.exception_handler(RequestValidationError)(validation_error)
     app.exception_handler(ClientDisconnect)(client_gone)
+    app.exception_handler(RateLimited)(rate_limited)
     app.exception_handler(DataError)(unstorable_input)
     # A database that is restarting, unreachable, locked too long or out of disk
     # is an outage to report clearly (503 + Retry-After), not a bug (500).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 
 from app import errors, metrics
@@ -12,6 +13,7 @@ from app.content import Catalogue
 from app.db import make_engine, make_sessionmaker
 from app.logging import configure_logging
 from app.middleware import LowbitMiddleware
+from app.ratelimit import Limiter
 from app.routes import (
     accounts,
     health,
@@ -41,7 +43,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     default the registry plus ``settings.extra_lab_modules`` (which only tests set)."""
     settings = settings or Settings()
     configure_logging()
-    engine = make_engine(settings.db_url)
+    engine = make_engine(settings.db_url, pool_size=settings.web_threads)
     sessionmaker = make_sessionmaker(engine)
 
     def index(cat: Catalogue) -> None:
@@ -54,6 +56,9 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Sync routes run in this many threads; the pool has a connection for each
+        # (see make_engine), so no thread ever waits on the pool for another.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.web_threads
         index(store.catalogue)
         store.on_load = index
         yield
@@ -69,6 +74,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = sessionmaker
+    app.state.limiter = Limiter(settings)
     app.state.content = store
     app.state.static = manifest
     app.state.labs = lab_catalogue(settings) if labs is None else labs

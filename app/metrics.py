@@ -7,18 +7,21 @@ fleet-wide truth and nothing is lost when a process restarts.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from app.db import Run, Worker, utcnow
+
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 REQUEST_LATENCY = Histogram(
@@ -118,6 +121,17 @@ class RunCollector(Collector):
                 yield free
 
 
+def metrics_allowed(request: Request, token: str) -> bool:
+    """With a token, only ``Authorization: Bearer <token>``; without one, only a client
+    on this host's loopback that came in directly (no proxy in between)."""
+    if token:
+        sent = request.headers.get("authorization", "")
+        return secrets.compare_digest(sent.encode(), f"Bearer {token}".encode())
+    peer = request.client.host if request.client else ""
+    direct = "x-forwarded-for" not in request.headers
+    return direct and peer in LOOPBACK
+
+
 def install(app: FastAPI) -> None:
     settings = app.state.settings
     uses_disk = not settings.database_url or not settings.queue_url
@@ -129,5 +143,8 @@ def install(app: FastAPI) -> None:
 
     @app.get("/metrics", include_in_schema=False)
     def metrics_endpoint(request: Request) -> Response:
+        if not metrics_allowed(request, settings.metrics_token):
+            # 404, not 401: a scraper without the token learns nothing about the target.
+            raise HTTPException(404, "Not Found")
         body = generate_latest(REGISTRY) + generate_latest(runs_registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -8,6 +8,7 @@ unbuffered.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import secrets
@@ -17,10 +18,13 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
+import anyio
 from itsdangerous import BadSignature, URLSafeSerializer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app import sessions
 from app.metrics import observe_request
+from app.ratelimit import client_ip, parse_networks
 from app.settings import Settings
 
 log = logging.getLogger("lowbit.access")
@@ -29,7 +33,10 @@ SESSION_COOKIE = "lowbit_session"
 CSRF_COOKIE = "lowbit_csrf"
 CSRF_HEADER = b"x-csrf-token"
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
-MAX_FORM_BYTES = 1_000_000
+CSRF_MESSAGE = (
+    "This form has expired or was sent from another site (CSRF check failed). "
+    "Reload the page and try again."
+)
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; "
@@ -68,11 +75,41 @@ def _cookie_header(name: str, value: str, *, http_only: bool, secure: bool, max_
     return "; ".join(parts).encode()
 
 
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """True when arrays/objects in ``body`` nest deeper than ``limit``: a linear scan
+    that skips strings, so a hostile body is refused before any recursive parser
+    (``json.loads``, pydantic) could overflow the stack on it."""
+    depth = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
 class LowbitMiddleware:
     def __init__(self, app: ASGIApp, settings: Settings):
         self.app = app
         self.settings = settings
         self.signer = session_serializer(settings)
+        self.proxies = parse_networks(settings.trusted_proxies)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,23 +121,16 @@ class LowbitMiddleware:
         cookies = _cookies(scope)
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
+        peer = (scope.get("client") or ("", 0))[0]
+        forwarded = headers.get(b"x-forwarded-for", b"").decode("latin-1")
+        state["client_ip"] = client_ip(peer, forwarded, self.proxies)
 
         new_cookies: list[bytes] = []
-        learner_id = None
         token = cookies.get(SESSION_COOKIE)
-        if token:
-            try:
-                data = self.signer.loads(token)
-                learner_id = data.get("l") if isinstance(data, dict) else None
-                state["username"] = data.get("u") if isinstance(data, dict) else None
-            except BadSignature:
-                learner_id = None
-        if not learner_id:
-            learner_id = uuid.uuid4().hex
-            new_cookies.append(self.session_cookie(learner_id))
-        state["learner_id"] = learner_id
-        state.setdefault("username", None)
-        state["set_session"] = None
+        await self._identify(scope, state, token)
+        if state["learner_id"] is None:
+            state["learner_id"] = uuid.uuid4().hex
+            state["session_data"] = {"l": state["learner_id"]}
 
         csrf = cookies.get(CSRF_COOKIE)
         if not csrf or len(csrf) < 20:
@@ -118,10 +148,25 @@ class LowbitMiddleware:
 
         method = scope["method"]
         if method not in SAFE_METHODS:
-            ok, receive = await self._check_csrf(scope, receive, headers, csrf)
-            if not ok:
-                await self._reject(scope, send, request_id, new_cookies)
-                self._log(scope, 403, started, request_id, learner_id)
+            try:
+                body = await self._read_body(headers, receive)
+            except BodyTooLarge:
+                await self._reject(scope, send, request_id, new_cookies, 413, self._too_large())
+                self._log(scope, 413, started, request_id, state["learner_id"])
+                return
+            receive = _replay(body, receive)
+            if not self._check_csrf(headers, body, csrf):
+                await self._reject(scope, send, request_id, new_cookies, 403, CSRF_MESSAGE)
+                self._log(scope, 403, started, request_id, state["learner_id"])
+                return
+            if self._too_deep(headers, body):
+                msg = (
+                    f"The request nests lists or objects more than "
+                    f"{self.settings.max_json_depth} levels deep; nothing lowbit accepts "
+                    "is that deep."
+                )
+                await self._reject(scope, send, request_id, new_cookies, 422, msg)
+                self._log(scope, 422, started, request_id, state["learner_id"])
                 return
 
         status_holder = {"status": 500}
@@ -133,10 +178,8 @@ class LowbitMiddleware:
                 hdrs.extend(SECURITY_HEADERS)
                 hdrs.append((b"x-request-id", request_id.encode()))
                 cookies_out = list(new_cookies)
-                if state.get("set_session"):
-                    new = state["set_session"]
-                    lid, user = new if isinstance(new, tuple) else (new, None)
-                    cookies_out.append(self.session_cookie(lid, user))
+                if state.get("session_data"):
+                    cookies_out.append(self.session_cookie(state["session_data"]))
                 for c in cookies_out:
                     hdrs.append((b"set-cookie", c))
                 message["headers"] = hdrs
@@ -145,61 +188,121 @@ class LowbitMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            self._log(scope, status_holder["status"], started, request_id, learner_id)
+            self._log(scope, status_holder["status"], started, request_id, state["learner_id"])
 
-    def session_cookie(self, learner_id: str, username: str | None = None) -> bytes:
-        data = {"l": learner_id, "u": username} if username else {"l": learner_id}
+    async def _identify(self, scope: Scope, state: dict[str, Any], token: str | None) -> None:
+        """Fill ``learner_id``, ``username`` and ``signed_in`` from the session cookie.
+
+        ``{"l": id}`` names an anonymous learner (the dependency checks it is still
+        anonymous); ``{"s": token}`` is a server-side session looked up here. Anything
+        else, including cookies from before server-side sessions, counts as none."""
+        state.update(learner_id=None, username=None, signed_in=False, session_token=None)
+        state["session_data"] = None
+        if not token:
+            return
+        try:
+            data = self.signer.loads(token)
+        except BadSignature:
+            return
+        if not isinstance(data, dict):
+            return
+        if isinstance(data.get("l"), str) and "u" not in data and len(data["l"]) <= 32:
+            state["learner_id"] = data["l"]
+            return
+        session_token = data.get("s")
+        if not isinstance(session_token, str):
+            return
+        factory = scope["app"].state.sessionmaker
+
+        def lookup() -> tuple[str, str | None] | None:
+            with factory() as db:
+                return sessions.resolve(db, session_token)
+
+        try:
+            found = await anyio.to_thread.run_sync(lookup)
+        except Exception as e:  # the database is down: routes that need it answer 503
+            state["identity_error"] = e
+            state["learner_id"] = uuid.uuid4().hex  # a placeholder nobody can own
+            return
+        if found is None:  # expired or ended: this browser is anonymous again
+            return
+        state["learner_id"], state["username"] = found
+        state.update(signed_in=True, session_token=session_token)
+
+    def session_cookie(self, data: dict[str, str]) -> bytes:
+        signed_in = "s" in data
+        days = self.settings.session_days if signed_in else 365
         return _cookie_header(
             SESSION_COOKIE,
             self.signer.dumps(data),
             http_only=True,
             secure=self.settings.secure_cookies,
-            max_age=31536000,
+            max_age=int(days * 86400),
         )
 
-    async def _check_csrf(
-        self,
-        scope: Scope,
-        receive: Receive,
-        headers: dict[bytes, bytes],
-        csrf: str,
-    ) -> tuple[bool, Receive]:
-        sent = headers.get(CSRF_HEADER, b"").decode("latin-1")
-        if sent:
-            return secrets.compare_digest(sent, csrf), receive
-        ctype = headers.get(b"content-type", b"").split(b";")[0].strip()
-        if ctype != b"application/x-www-form-urlencoded":
-            return False, receive
-        body = b""
+    async def _read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
+        """The whole body, refusing (``BodyTooLarge``) as soon as it passes the limit:
+        a declared Content-Length over it is refused before a byte is read."""
+        limit = self.settings.max_body_bytes
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            raise BodyTooLarge
+        chunks: list[bytes] = []
+        size = 0
         more = True
         while more:
             message = await receive()
-            body += message.get("body", b"")
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            chunks.append(chunk)
             more = message.get("more_body", False)
-            if len(body) > MAX_FORM_BYTES:
-                return False, receive
+        return b"".join(chunks)
+
+    def _too_large(self) -> str:
+        mib = self.settings.max_body_bytes / 1_048_576
+        return f"The request body is larger than the {mib:g} MiB lowbit accepts."
+
+    def _too_deep(self, headers: dict[bytes, bytes], body: bytes) -> bool:
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip()
+        limit = self.settings.max_json_depth
+        if ctype == b"application/json" or ctype.endswith(b"+json"):
+            return json_depth_exceeds(body, limit)
+        if ctype == b"application/x-www-form-urlencoded":
+            form = parse_qs(body.decode("utf-8", "replace"))
+            return any(json_depth_exceeds(v.encode(), limit) for vs in form.values() for v in vs)
+        return False
+
+    def _check_csrf(self, headers: dict[bytes, bytes], body: bytes, csrf: str) -> bool:
+        sent = headers.get(CSRF_HEADER, b"").decode("latin-1")
+        if sent:
+            return secrets.compare_digest(sent, csrf)
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip()
+        if ctype != b"application/x-www-form-urlencoded":
+            return False
         form = parse_qs(body.decode("utf-8", "replace"))
         token = (form.get("csrf_token") or [""])[0]
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        return bool(token) and secrets.compare_digest(token, csrf), replay
+        return bool(token) and secrets.compare_digest(token, csrf)
 
     async def _reject(
-        self, scope: Scope, send: Send, request_id: str, cookies: list[bytes]
+        self,
+        scope: Scope,
+        send: Send,
+        request_id: str,
+        cookies: list[bytes],
+        status: int,
+        msg: str,
     ) -> None:
         accept = dict(scope.get("headers", [])).get(b"accept", b"")
-        msg = "This form has expired or was sent from another site (CSRF check failed). Reload the page and try again."
+        title = {403: "Request refused", 413: "Request too large"}.get(status, "Request refused")
         if b"text/html" in accept:
             body = (
-                "<!doctype html><html lang=en><meta charset=utf-8><title>Request refused</title>"
-                f"<main><h1>Request refused</h1><p>{msg}</p><p><a href='/'>Back to lowbit</a></p></main></html>"
+                f"<!doctype html><html lang=en><meta charset=utf-8><title>{title}</title>"
+                f"<main><h1>{title}</h1><p>{html.escape(msg)}</p>"
+                "<p><a href='/'>Back to lowbit</a></p></main></html>"
             ).encode()
             ctype = b"text/html; charset=utf-8"
         else:
@@ -211,8 +314,10 @@ class LowbitMiddleware:
             *SECURITY_HEADERS,
             (b"x-request-id", request_id.encode()),
         ]
+        if status == 413:
+            hdrs.append((b"connection", b"close"))
         hdrs += [(b"set-cookie", c) for c in cookies]
-        await send({"type": "http.response.start", "status": 403, "headers": hdrs})
+        await send({"type": "http.response.start", "status": status, "headers": hdrs})
         await send({"type": "http.response.body", "body": body})
 
     def _log(
@@ -235,3 +340,18 @@ class LowbitMiddleware:
                 "learner": str(learner_id)[:8],
             },
         )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body already read, then the real stream
+    (for the disconnect message)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

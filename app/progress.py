@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.content import Catalogue
@@ -40,17 +42,14 @@ class Progress:
 
 
 def record_visit(session: Session, learner_id: str, kind: str, slug: str, detail: str = "") -> None:
-    exists = session.scalar(
-        select(PageVisit.id).where(
-            PageVisit.learner_id == learner_id,
-            PageVisit.kind == kind,
-            PageVisit.slug == slug,
-            PageVisit.detail == detail,
-        )
+    """Record a visit once; concurrent identical visits are not an error."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(
+        insert(PageVisit)
+        .values(learner_id=learner_id, kind=kind, slug=slug, detail=detail, at=utcnow())
+        .on_conflict_do_nothing(index_elements=["learner_id", "kind", "slug", "detail"])
     )
-    if exists is None:
-        session.add(PageVisit(learner_id=learner_id, kind=kind, slug=slug, detail=detail))
-        session.commit()
+    session.commit()
 
 
 def streak(session: Session, learner_id: str) -> int:

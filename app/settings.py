@@ -74,7 +74,49 @@ class Settings(BaseSettings):
     )
     review_daily_limit: int = Field(50, ge=1, description="New review cards shown per day")
     login_attempts_per_minute: int = Field(
-        10, ge=1, description="Failed sign-ins allowed per username+IP"
+        10, ge=1, description="Sign-in attempts allowed per minute for one username from one client"
+    )
+    login_attempts_per_ip_per_minute: int = Field(
+        30, ge=1, description="Sign-in attempts allowed per minute from one client, any username"
+    )
+    login_attempts_per_user_per_hour: int = Field(
+        100,
+        ge=1,
+        description="Sign-in attempts per hour for one username from all clients together "
+        "(slows a distributed guess without letting one client lock the owner out)",
+    )
+    session_days: float = Field(
+        30, gt=0, description="Days a signed-in session lives before the learner signs in again"
+    )
+    trusted_proxies: str = Field(
+        "",
+        description="Comma-separated addresses or CIDR ranges of reverse proxies whose "
+        "X-Forwarded-For is believed; empty trusts none",
+    )
+    rate_limit_storage: str = Field(
+        "",
+        description="limits storage URI for per-client limits (memory://, redis://...); empty "
+        "means the Redis queue when queue_url is Redis, else this process's memory",
+    )
+    new_learners_per_ip_per_minute: int = Field(
+        60, ge=1, description="Anonymous learners one client may create per minute"
+    )
+    anonymous_runs_per_ip_per_minute: int = Field(
+        10, ge=1, description="Lab runs anonymous learners from one client may start per minute"
+    )
+    web_threads: int = Field(
+        16, ge=4, le=256, description="Threads serving sync routes; the database pool matches it"
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest request body accepted (bytes); larger gets 413"
+    )
+    max_json_depth: int = Field(
+        32, ge=2, description="Deepest nesting of arrays/objects accepted in a JSON body or field"
+    )
+    metrics_token: str = Field(
+        "",
+        description="Bearer token Prometheus sends for /metrics; empty serves /metrics to "
+        "loopback clients only",
     )
 
     @model_validator(mode="after")
@@ -94,6 +136,12 @@ class Settings(BaseSettings):
     @property
     def content_reload(self) -> bool:
         return self.env == "development" if self.reload_content is None else self.reload_content
+
+    @property
+    def rate_limit_uri(self) -> str:
+        if self.rate_limit_storage:
+            return self.rate_limit_storage
+        return self.queue_url if self.queue_url.startswith("redis") else "memory://"
 
     @property
     def queues(self) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import sys
@@ -132,11 +133,22 @@ def _span(run: dict[str, Any], a: str, b: str) -> float:
     return (datetime.fromisoformat(run[b]) - datetime.fromisoformat(run[a])).total_seconds()
 
 
+_SOURCES = itertools.count()
+
+
+def _source_address() -> str:
+    """A loopback address of its own for each simulated learner (127.1.0.1, …), so
+    the server's per-client limits see 200 learners, not one client."""
+    n = next(_SOURCES)
+    return f"127.1.{n // 250}.{n % 250 + 1}"
+
+
 async def _client(url: str) -> httpx.AsyncClient:
     # Idle connections are dropped before uvicorn's 5 s keep-alive runs out, as a
     # browser or nginx would, so a request never races the server closing its socket.
     limits = httpx.Limits(keepalive_expiry=KEEPALIVE_S)
-    c = httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT_S, limits=limits)
+    transport = httpx.AsyncHTTPTransport(limits=limits, local_address=_source_address())
+    c = httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT_S, transport=transport)
     r = await c.get("/healthz")
     r.raise_for_status()
     c.headers["X-CSRF-Token"] = c.cookies["lowbit_csrf"]
@@ -285,10 +297,18 @@ def main() -> int:
     args = ap.parse_args()
 
     # The integration suite's stack: server and worker processes, logs in a temp dir.
-    from tests.integration.conftest import _postgres_database, _redis_database, open_stack
+    from app.settings import Settings
+    from tests.integration.conftest import (
+        STACK_SETTINGS,
+        _postgres_database,
+        _redis_database,
+        open_stack,
+    )
 
-    env = {"LOWBIT_CONTENT_DIR": str(ROOT / "content"), "LOWBIT_HEARTBEAT_SECONDS": "2",
-           "LOWBIT_REAPER_GRACE_SECONDS": "15"}  # fmt: skip
+    # Default settings throughout, the per-client limits included.
+    defaults = {k: str(Settings.model_fields[k.removeprefix("LOWBIT_").lower()].default)
+                for k in STACK_SETTINGS if k != "LOWBIT_ENV"}  # fmt: skip
+    env = {**defaults, "LOWBIT_CONTENT_DIR": str(ROOT / "content")}
     cleanups = []
     if args.stack == "postgres":
         env["LOWBIT_DATABASE_URL"], drop = _postgres_database(f"lowbit_load_{int(time.time())}")

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
-
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
+from app import routes, sessions
 from app.accounts import AccountError, authenticate, change_password, claim, create_account
-from app.db import Learner
-from app.deps import FormDep, LearnerRowDep, SessionDep, SettingsDep, ensure_learner
+from app.db import Learner, new_id
+from app.deps import FormDep, LearnerRowDep, SessionDep, SettingsDep
+from app.ratelimit import RateLimited
+from app.settings import Settings
 from app.templating import render
 
-router = APIRouter(tags=["accounts"])
+router = routes.router(tags=["accounts"])
 
 
 def _fields(form: FormData, *names: str) -> list[str]:
@@ -31,7 +33,11 @@ def signup_form(request: Request, learner: LearnerRowDep) -> Response:
 
 @router.post("/signup", response_class=HTMLResponse)
 def signup(
-    request: Request, session: SessionDep, learner: LearnerRowDep, form: FormDep
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    learner: LearnerRowDep,
+    form: FormDep,
 ) -> Response:
     username, password, password2 = _fields(form, "username", "password", "password2")
     try:
@@ -47,7 +53,7 @@ def signup(
             {"me": learner, "error": str(e), "username": username},
             status_code=422,
         )
-    request.state.set_session = (account.id, account.username)
+    _sign_in(request, session, settings, account.id)
     return RedirectResponse("/progress", status_code=303)
 
 
@@ -59,41 +65,66 @@ def signin_form(request: Request, next: str = "/progress") -> Response:
 @router.post("/signin", response_class=HTMLResponse)
 def signin(request: Request, session: SessionDep, settings: SettingsDep, form: FormDep) -> Response:
     username, password, nxt = _fields(form, "username", "password", "next")
-    ip = request.client.host if request.client else "?"
+    limiter = request.app.state.limiter
     try:
         account = authenticate(
-            session,
-            username.strip(),
-            password,
-            f"{username.strip().lower()}|{ip}",
-            settings.login_attempts_per_minute,
+            session, username.strip(), password, limiter, request.state.client_ip
         )
-    except AccountError as e:
-        status = 429 if "Too many" in str(e) else 422
-        return render(
+    except (AccountError, RateLimited) as e:
+        status, headers = 422, {}
+        if isinstance(e, RateLimited):
+            status, headers = 429, {"Retry-After": str(e.retry_after)}
+        resp = render(
             request,
             "accounts/signin.html",
             {"error": str(e), "username": username, "next": _safe_next(nxt)},
             status_code=status,
         )
-    anon = ensure_learner(session, request.state.learner_id)
-    if not anon.username:
-        claim(session, anon.id, account.id)
-    request.state.set_session = (account.id, account.username)
+        resp.headers.update(headers)
+        return resp
+    if not request.state.signed_in:
+        anon = session.get(Learner, request.state.learner_id)
+        if anon is not None and not anon.username:
+            claim(session, anon.id, account.id)
+    elif request.state.session_token:  # signing in as someone else ends this session
+        sessions.end(session, request.state.session_token)
+    _sign_in(request, session, settings, account.id)
     return RedirectResponse(_safe_next(nxt), status_code=303)
 
 
+def _sign_in(request: Request, session: Session, settings: Settings, learner_id: str) -> None:
+    """A new server-side session for this browser: a new identifier on every sign-in
+    and sign-up, so the cookie held before never becomes a key to the account."""
+    token = sessions.start(session, learner_id, settings.session_days)
+    request.state.session_data = {"s": token}
+
+
+def _anonymous_again(request: Request) -> None:
+    request.state.session_data = {"l": new_id()}
+
+
 @router.post("/signout")
-def signout(request: Request) -> Response:
-    request.state.set_session = uuid.uuid4().hex  # a fresh anonymous learner
+def signout(request: Request, session: SessionDep) -> Response:
+    if request.state.session_token:
+        sessions.end(session, request.state.session_token)
+    _anonymous_again(request)
+    return RedirectResponse("/", status_code=303)
+
+
+@router.post("/account/signout-everywhere")
+def signout_everywhere(request: Request, session: SessionDep, learner: LearnerRowDep) -> Response:
+    """End every session of the account, this browser's included."""
+    if learner.username:
+        sessions.end_all(session, learner.id)
+    _anonymous_again(request)
     return RedirectResponse("/", status_code=303)
 
 
 @router.get("/account", response_class=HTMLResponse)
-def account_page(request: Request, learner: LearnerRowDep) -> Response:
+def account_page(request: Request, session: SessionDep, learner: LearnerRowDep) -> Response:
     if not learner.username:
         return RedirectResponse("/signin?next=/account", status_code=303)
-    return render(request, "accounts/account.html", {"me": learner})
+    return _account_page(request, session, learner)
 
 
 @router.post("/account/password", response_class=HTMLResponse)
@@ -109,8 +140,20 @@ def password(
         me = session.get(Learner, learner.id)
         assert me is not None
         change_password(session, me, old, new)
+        # A changed password ends every other session: a stolen cookie dies with it.
+        sessions.end_all(session, me.id, keep=request.state.session_token)
     except AccountError as e:
-        return render(
-            request, "accounts/account.html", {"me": learner, "error": str(e)}, status_code=422
-        )
-    return render(request, "accounts/account.html", {"me": learner, "message": "Password changed."})
+        return _account_page(request, session, learner, error=str(e), status_code=422)
+    return _account_page(request, session, learner, message="Password changed.")
+
+
+def _account_page(
+    request: Request, session: Session, learner: Learner, status_code: int = 200, **ctx: str
+) -> Response:
+    count = sessions.count(session, learner.id)
+    return render(
+        request,
+        "accounts/account.html",
+        {"me": learner, "session_count": count, **ctx},
+        status_code=status_code,
+    )

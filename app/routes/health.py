@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from app import routes
 from app.deps import SessionDep, SettingsDep
 from app.settings import Settings
 
-router = APIRouter(tags=["health"])
+router = routes.router(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
+    # async: liveness must answer while every threadpool thread is busy
     return {"status": "ok"}
 
 
@@ -36,7 +38,7 @@ def check_queue(settings: Settings) -> str | None:
 
 
 @router.get("/readyz")
-def readyz(session: SessionDep, settings: SettingsDep) -> JSONResponse:
+def readyz(request: Request, session: SessionDep, settings: SettingsDep) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
         session.execute(text("SELECT 1"))
@@ -45,6 +47,9 @@ def readyz(session: SessionDep, settings: SettingsDep) -> JSONResponse:
         checks["database"] = f"error: {e.__class__.__name__}"
     q = check_queue(settings)
     checks["queue"] = "ok" if q is None else f"error: {q}"
+    embedded = getattr(request.app.state, "embedded_worker", None)
+    if embedded is not None:  # lowbit serve --embedded-worker
+        checks["embedded_worker"] = embedded.status()
     ok = all(v == "ok" for v in checks.values())
     return JSONResponse(
         {"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503

@@ -8,17 +8,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app import notebook
-from app.deps import FormDep, LabDep, LabsDep, LearnerDep, QueueDep, SessionDep, SettingsDep
+from app import notebook, routes
+from app.deps import (
+    FormDep,
+    LabDep,
+    LabsDep,
+    LearnerDep,
+    QueueDep,
+    SessionDep,
+    SettingsDep,
+    anonymous_run_limit,
+)
 from app.runs import forms, store
 from app.runs.service import HISTORY_LIMIT, run_context, start_run
 from app.templating import is_htmx, render
 from labs.base import WHOLE_REQUEST, Lab
 
-router = APIRouter(tags=["labs"])
+router = routes.router(tags=["labs"])
 
 
 @router.get("/labs", response_class=HTMLResponse)
@@ -88,7 +97,8 @@ def lab_submit(
     except notebook.PredictionError as e:
         errors, status, run = {WHOLE_REQUEST: str(e)}, 422, None
     else:
-        run, errors, status = start_run(session, settings, queue, learner, lab, data)
+        limit = anonymous_run_limit(request)
+        run, errors, status = start_run(session, settings, queue, learner, lab, data, limit)
     if run is None and embedded:
         # A lab embedded in a lesson: the messages go where its output would appear.
         return render(

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app import routes
 from app.deps import CatalogueDep
 from app.runs.forms import form_fields
 from app.templating import render
 from labs.registry import get_lab
 
-router = APIRouter(tags=["lessons"])
+router = routes.router(tags=["lessons"])
 
 
 @router.get("/lessons", response_class=HTMLResponse)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from sqlalchemy import select
 
-from app import notebook
+from app import notebook, routes
 from app.db import NotebookEntry, Run
 from app.deps import FormDep, LearnerDep, SessionDep
 from app.templating import render
 
-router = APIRouter(tags=["notebook"])
+router = routes.router(tags=["notebook"])
 
 
 def _entry(session, entry_id: str, learner: str) -> NotebookEntry:  # type: ignore[no-untyped-def]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from app import routes
 from app.deps import CatalogueDep
 from app.templating import render
 
-router = APIRouter(tags=["pages"])
+router = routes.router(tags=["pages"])
 
 START_TERM = "quantization"
 

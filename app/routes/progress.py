@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import func, select
 
-from app import progress
+from app import progress, routes
 from app.db import Learner, Run, Worker, utcnow
 from app.deps import CatalogueDep, FormDep, LearnerDep, LearnerRowDep, SessionDep, SettingsDep
 from app.review import outlook
 from app.templating import render
 
-router = APIRouter(tags=["progress"])
+router = routes.router(tags=["progress"])
 VISIT_KINDS = {"term", "lesson", "lesson-done"}
 
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi import HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 from starlette.datastructures import FormData
 
-from app import notebook, review
+from app import notebook, review, routes
 from app.content import QuizItem
 from app.db import INT32_MAX, NotebookEntry, QuizAttempt, ReviewCard, Run, utcnow
 from app.deps import CatalogueDep, FormDep, LearnerDep, SessionDep, SettingsDep
 from app.quiz import AnswerError, answer_record, grade
 from app.templating import render
 
-router = APIRouter(tags=["quiz"])
+router = routes.router(tags=["quiz"])
 
 DOUBLE_SUBMIT_WINDOW = timedelta(seconds=10)
 # A review card id from the URL: out of the column's range is a 422, not a 500.

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
-from app import notebook
+from app import notebook, routes
 from app.db import Run
 from app.deps import LabsDep, RunDep, SessionDep
 from app.markdown import render_markdown
 from app.runs.service import lab_title
 from app.runs.views import flatten
 
-router = APIRouter(tags=["runs"])
+router = routes.router(tags=["runs"])
 
 
 def run_report(run: Run, title: str, entry: Any) -> str:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import HTTPException, Path, Query, Request
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -23,6 +23,7 @@ from fastapi.responses import (
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app import routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import (
     NO_SUCH_RUN,
@@ -33,6 +34,7 @@ from app.deps import (
     RunDep,
     SessionDep,
     SettingsDep,
+    anonymous_run_limit,
     get_own_run,
 )
 from app.runs import store
@@ -42,7 +44,7 @@ from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
 from labs.plots import sanitize_svg
 
-router = APIRouter(tags=["runs"])
+router = routes.router(tags=["runs"])
 
 # Seconds between database polls of an event stream: the shortest right after news
 # (a run that has just started or printed usually prints again soon), doubling on each
@@ -91,16 +93,22 @@ async def api_start_run(
     learner: LearnerDep,
 ) -> JSONResponse:
     body = await request.body()
-    try:
-        data = json.loads(body) if body.strip() else {}
-    except ValueError as e:
-        return JSONResponse(
-            {"detail": [{"field": "", "message": f"The body is not valid JSON: {e}"}]},
-            status_code=422,
-        )
-    run, errors, status = await anyio.to_thread.run_sync(
-        start_run, session, settings, queue, learner, lab, data
-    )
+    limit = anonymous_run_limit(request)
+
+    def parse_and_start() -> tuple[Run | None, dict[str, str], int]:
+        # Off the event loop: parsing (the body is at most max_body_bytes, nested at
+        # most max_json_depth) and the database work, which ends by returning the
+        # connection from this thread.
+        try:
+            data = json.loads(body) if body.strip() else {}
+        except ValueError as e:
+            return None, {"": f"The body is not valid JSON: {e}"}, 422
+        try:
+            return start_run(session, settings, queue, learner, lab, data, limit)
+        finally:
+            session.close()
+
+    run, errors, status = await anyio.to_thread.run_sync(parse_and_start)
     if run is None:
         if status == 422:
             return JSONResponse(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from app import routes
 from app.deps import SessionDep
 from app.search import MAX_QUERY, search, suggest
 from app.templating import render
 
-router = APIRouter(tags=["search"])
+router = routes.router(tags=["search"])
 
 
 @router.get("/search", response_class=HTMLResponse)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from app import routes
 from app.content import DEPTHS
 from app.deps import CatalogueDep
 from app.templating import render
 from app.termmap import HEIGHT, WIDTH, term_map
 
-router = APIRouter(tags=["terms"])
+router = routes.router(tags=["terms"])
 
 DOMAIN_TITLES = {
     "numerics": "Numerics and formats",

@@ -174,16 +174,27 @@ def register_worker(
         s.commit()
 
 
-def heartbeat(factory: sessionmaker[Session], worker_id: str, status: str = "up") -> set[str]:
-    """Mark this worker and its running runs alive; returns ids of its runs whose
-    cancellation was requested."""
+def heartbeat(
+    factory: sessionmaker[Session],
+    worker_id: str,
+    executing: Iterable[str] = (),
+    status: str = "up",
+) -> set[str]:
+    """Mark this worker alive, and the runs it is ``executing`` right now; returns ids
+    of its runs whose cancellation was requested.
+
+    Only those runs: a run this worker claimed but has given up on (its result could
+    not be stored through a long database outage) must age, so the reaper takes it,
+    rather than look alive for as long as the worker lives."""
     now = utcnow()
+    ids = list(executing)
     with factory() as s:
-        s.execute(
-            update(Run)
-            .where(Run.worker_id == worker_id, Run.status == "running")
-            .values(heartbeat_at=now)
-        )
+        if ids:
+            s.execute(
+                update(Run)
+                .where(Run.id.in_(ids), Run.worker_id == worker_id, Run.status == "running")
+                .values(heartbeat_at=now)
+            )
         s.execute(
             update(Worker).where(Worker.id == worker_id).values(last_heartbeat=now, status=status)
         )

@@ -3,6 +3,7 @@ HTTP layer (app.routes) and the run store, so no router imports another."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -32,14 +33,19 @@ def start_run(
     learner: str,
     lab: Lab,
     data: Any,
+    limit: Callable[[], None] | None = None,
 ) -> tuple[Run | None, dict[str, str], int]:
     """Validate ``data`` (``Lab.validate``) and submit the run: ``(run, {}, 202)``, or
     ``(None, {field: message}, status)``: 422 for bad parameters, 429/403 for a
-    refusal (its message under ``WHOLE_REQUEST``)."""
+    refusal (its message under ``WHOLE_REQUEST``). ``limit``, called once the
+    parameters are valid, may raise ``RateLimited`` (the per-client limit on
+    anonymous runs)."""
     try:
         params = lab.validate(data)
     except InvalidParams as e:
         return None, e.errors, INVALID
+    if limit is not None:
+        limit()
     try:
         run = store.submit(session, settings, queue, learner, lab, params)
     except store.RunRefused as e:

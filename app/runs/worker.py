@@ -51,10 +51,15 @@ SHUTDOWN_GRACE_S = 10.0
 # Upper bound on the reaper period, seconds.
 REAPER_MAX_INTERVAL_S = 10.0
 NVIDIA_SMI_TIMEOUT_S = 10.0
-# Seconds a worker keeps retrying a run's database writes (claim, events, result)
-# through a database restart or a full disk before leaving the run to the reaper.
+# Seconds a worker keeps retrying a run's database writes (claim, events) through a
+# database restart or a full disk before leaving the run to the reaper.
 DB_RETRY_S = 20.0
 DB_RETRY_BACKOFF_S = 0.5
+# Storing a finished run's result is retried far longer, with backoff up to the
+# cap: the work is done and worth keeping through a long outage. Past this the
+# worker stops heartbeating the run and the reaper re-queues or fails it.
+FINISH_RETRY_S = 300.0
+DB_RETRY_BACKOFF_MAX_S = 5.0
 
 T = TypeVar("T")
 
@@ -258,9 +263,11 @@ class LabWorker:
             except Exception:
                 log.exception("run handling failed", extra={"run": item[1]})
 
-    def _db(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn()``, retried for ``DB_RETRY_S`` seconds while the database is unavailable."""
-        deadline = time.monotonic() + DB_RETRY_S
+    def _db(self, what: str, fn: Callable[[], T], patience_s: float = DB_RETRY_S) -> T:
+        """``fn()``, retried for ``patience_s`` seconds while the database is
+        unavailable, the pause doubling from DB_RETRY_BACKOFF_S up to its cap."""
+        deadline = time.monotonic() + patience_s
+        pause = DB_RETRY_BACKOFF_S
         while True:
             try:
                 return fn()
@@ -271,8 +278,9 @@ class LabWorker:
                     "database unavailable; retrying",
                     extra={"what": what, "error": f"{type(e).__name__}: {str(e)[:200]}"},
                 )
-                if self.killing.wait(DB_RETRY_BACKOFF_S):
+                if self.killing.wait(pause):
                     raise
+                pause = min(pause * 2, DB_RETRY_BACKOFF_MAX_S)
 
     def handle(self, run_id: str) -> None:
         run = self._db("claim", lambda: claims.claim(self.factory, run_id, self.worker_id))
@@ -382,7 +390,9 @@ class LabWorker:
             duration_s=outcome.duration_s,
         )
         if not self._db(
-            "finish", lambda: claims.finish(self.factory, run_id, self.worker_id, ending)
+            "finish",
+            lambda: claims.finish(self.factory, run_id, self.worker_id, ending),
+            FINISH_RETRY_S,
         ):
             log.warning("run ended elsewhere before this worker finished it", extra={"run": run_id})
             return
@@ -406,7 +416,9 @@ class LabWorker:
             now = time.monotonic()
             try:
                 if now - last_beat >= s.heartbeat_seconds:
-                    cancels = claims.heartbeat(self.factory, self.worker_id)
+                    with self.lock:
+                        executing = list(self.active)
+                    cancels = claims.heartbeat(self.factory, self.worker_id, executing)
                     last_beat = now
                 elif self.active:
                     with self.factory() as session:

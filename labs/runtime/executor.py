@@ -212,6 +212,10 @@ def _finite(v: Any) -> Any:
     return v
 
 
+# How a result message begins on the wire (``pipe.send({"t": "result", …})``).
+_RESULT_MARK = b'"t": "result"'
+
+
 class _Collector:
     """Parent side: parses the child's output, applies the output cap, batches events."""
 
@@ -228,6 +232,10 @@ class _Collector:
         self.error: dict[str, Any] | None = None
         self.ev_buf = b""
         self.skip_line = False
+        # A line too long to keep, dropped as it streams: its size so far, and
+        # whether it is the result (then the run says so instead of "no result").
+        self.skipped_bytes = 0
+        self.skipped_result = False
         self.stderr_tail = ""
 
     def _admit(self, size: int) -> bool:
@@ -260,6 +268,9 @@ class _Collector:
             if nl < 0:
                 if len(self.ev_buf) > self.cfg.output_bytes + self.cfg.result_bytes:
                     # One line longer than anything we would keep: drop it as it streams.
+                    if not self.skip_line:
+                        self.skipped_result = _RESULT_MARK in self.ev_buf[:64]
+                    self.skipped_bytes += len(self.ev_buf)
                     self._drop(len(self.ev_buf))
                     self.ev_buf = b""
                     self.skip_line = True
@@ -267,6 +278,9 @@ class _Collector:
             line, self.ev_buf = self.ev_buf[:nl], self.ev_buf[nl + 1 :]
             if self.skip_line:
                 self.skip_line = False
+                if self.skipped_result:
+                    self._result_too_large(self.skipped_bytes + len(line))
+                self.skipped_bytes, self.skipped_result = 0, False
                 continue
             try:
                 msg = json.loads(line)
@@ -286,14 +300,18 @@ class _Collector:
             self.hello = msg
         elif t == "result":
             if size > self.cfg.result_bytes:
-                self.error = {
-                    "reason": "output",
-                    "message": f"The lab's result is {size:,} bytes, over the {self.cfg.result_bytes:,}-byte limit.",
-                }
+                self._result_too_large(size)
             else:
                 self.result = msg.get("result")
         elif t == "error":
             self.error = msg
+
+    def _result_too_large(self, size: int) -> None:
+        self.error = {
+            "reason": "output",
+            "message": f"The lab's result is {size:,} bytes, over the "
+            f"{self.cfg.result_bytes:,}-byte limit, so it was not kept.",
+        }
 
     def feed_output(self, chunk: bytes) -> None:
         text = chunk.decode("utf-8", "replace")

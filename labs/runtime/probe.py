@@ -29,6 +29,7 @@ Mode = Literal[
     "spin",
     "flood",
     "sleep",
+    "big_result",
 ]
 # Forks the bomb attempts; the sandbox's process limit must stop it well before.
 FORK_BOMB_ATTEMPTS = 2000
@@ -46,7 +47,10 @@ class ProbeParams(LabParams):
         default=0.0, ge=0, le=60, description="How long `sleep` sleeps, in seconds"
     )
     megabytes: int = Field(
-        default=100, ge=1, le=1000, description="How much `flood` prints, in MiB"
+        default=100,
+        ge=1,
+        le=1000,
+        description="How much `flood` prints (or `big_result` returns), in MiB",
     )
 
 
@@ -204,6 +208,9 @@ def run(params: ProbeParams, ctx: Context) -> ProbeResult:
             sys.stdout.write(block)
         sys.stdout.flush()
         detail = f"printed {params.megabytes} MiB"
+        blocked = False
+    elif m == "big_result":
+        detail = "x" * (params.megabytes * MIB)  # a result over the sandbox's result limit
         blocked = False
     elif m == "sleep":
         end = time.monotonic() + params.seconds

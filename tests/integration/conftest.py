@@ -47,6 +47,11 @@ STACK_SETTINGS = {
     "LOWBIT_MAX_ATTEMPTS": "2",
     "LOWBIT_MAX_ACTIVE_RUNS": "2",
     "LOWBIT_WORKER_QUEUES": "cpu",
+    # Every test client comes from 127.0.0.1: the per-client limits get their own
+    # stack with the defaults (test_sessions_limits.py).
+    "LOWBIT_ANONYMOUS_RUNS_PER_IP_PER_MINUTE": "100000",
+    "LOWBIT_NEW_LEARNERS_PER_IP_PER_MINUTE": "100000",
+    "LOWBIT_LOGIN_ATTEMPTS_PER_IP_PER_MINUTE": "100000",
 }
 
 SERVER = ["-m", "app.cli", "serve", "--port"]

@@ -29,6 +29,7 @@ CASES: dict[str, dict[str, Any]] = {
     "memory": {"params": {"mode": "memory"}},
     "spin": {"params": {"mode": "spin"}},
     "flood": {"params": {"mode": "flood", "megabytes": 100}},
+    "big_result": {"params": {"mode": "big_result", "megabytes": 5}},
     "cancel": {
         "lab": "sandbox-probe-slow",
         "params": {"mode": "sleep", "seconds": 20},
@@ -163,6 +164,14 @@ def test_printing_100_mb_is_capped_and_flagged(outcomes: dict[str, dict[str, Any
     assert out["sandbox"]["output"]["truncated"] is True
     notices = [d for k, d in out["events"] if k == "notice"]
     assert notices and notices[0]["code"] == "output_truncated"
+
+
+def test_a_result_over_the_limit_says_so(outcomes: dict[str, dict[str, Any]]) -> None:
+    """Not "exited with code 0 without a result": the learner learns the size."""
+    out = outcomes["big_result"]
+    assert out["status"] == "failed", out
+    assert "result is 5,242,9" in out["error"] and "over the" in out["error"], out["error"]
+    assert "without a result" not in out["error"]
 
 
 def test_cancel_stops_the_child(outcomes: dict[str, dict[str, Any]]) -> None:

@@ -1,0 +1,128 @@
+"""Per-client limits (the ``limits`` library): sign-in attempts, new anonymous
+learners and anonymous lab runs.
+
+``hit`` counts and checks in one atomic step (a lock in memory, a Lua script on
+Redis), so concurrent requests cannot all pass a check before any of them is
+counted. With a Redis queue the counters live in that Redis, so every web
+replica shares them; otherwise they live in this process.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from limits import RateLimitItem, RateLimitItemPerHour, RateLimitItemPerMinute
+from limits.storage import Storage, storage_from_string
+from limits.strategies import MovingWindowRateLimiter
+
+from app.settings import Settings
+
+log = logging.getLogger("lowbit.ratelimit")
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class RateLimited(Exception):
+    """Over a per-client limit: answered 429 with ``Retry-After``."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named limit: ``item`` hits per window, keyed by ``namespace`` + ids."""
+
+    namespace: str
+    item: RateLimitItem
+    message: str
+
+
+class Limiter:
+    """The limits this app enforces, on one storage."""
+
+    def __init__(self, settings: Settings, storage: Storage | None = None):
+        self.storage = storage or storage_from_string(settings.rate_limit_uri)
+        self._limiter = MovingWindowRateLimiter(self.storage)
+        wait = "Wait a minute and try again."
+        self.signin_user_ip = Rule(
+            "signin-user-ip",
+            RateLimitItemPerMinute(settings.login_attempts_per_minute),
+            f"Too many sign-in attempts for this username. {wait}",
+        )
+        self.signin_ip = Rule(
+            "signin-ip",
+            RateLimitItemPerMinute(settings.login_attempts_per_ip_per_minute),
+            f"Too many sign-in attempts from your network. {wait}",
+        )
+        self.signin_user = Rule(
+            "signin-user",
+            RateLimitItemPerHour(settings.login_attempts_per_user_per_hour),
+            "Too many sign-in attempts for this username this hour. Try again later.",
+        )
+        self.new_learner = Rule(
+            "new-learner",
+            RateLimitItemPerMinute(settings.new_learners_per_ip_per_minute),
+            f"Too many new visitors from your network at once. {wait}",
+        )
+        self.anonymous_run = Rule(
+            "anon-run",
+            RateLimitItemPerMinute(settings.anonymous_runs_per_ip_per_minute),
+            "Too many lab runs from your network without an account. "
+            "Wait a minute, or sign in to run more.",
+        )
+
+    def hit(self, rule: Rule, *ids: str) -> None:
+        """Count one event against ``rule``; raise ``RateLimited`` if it is over."""
+        if not self._limiter.hit(rule.item, rule.namespace, *ids):
+            raise RateLimited(rule.message, self._retry_after(rule, ids))
+
+    def clear(self, rule: Rule, *ids: str) -> None:
+        self._limiter.clear(rule.item, rule.namespace, *ids)
+
+    def _retry_after(self, rule: Rule, ids: Iterable[str]) -> int:
+        try:
+            reset, _ = self._limiter.get_window_stats(rule.item, rule.namespace, *ids)
+        except Exception:  # statistics are advisory; the limit itself already held
+            return rule.item.get_expiry()
+        return max(1, int(reset - time.time()) + 1)
+
+
+def parse_networks(spec: str) -> tuple[Network, ...]:
+    """``"10.0.0.0/8, 127.0.0.1"`` → networks; raises ValueError naming a bad entry."""
+    out: list[Network] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        try:
+            out.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"trusted_proxies: {part!r} is not an address or CIDR range") from None
+    return tuple(out)
+
+
+def _trusted(addr: str, proxies: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return False
+    return any(ip in net for net in proxies)
+
+
+def client_ip(peer: str, forwarded_for: str, proxies: tuple[Network, ...]) -> str:
+    """The client's address: the TCP peer, unless the peer is a trusted proxy; then the
+    right-most address in ``X-Forwarded-For`` that is not itself a trusted proxy (the
+    left part of that header is whatever the client chose to send)."""
+    if not proxies or not _trusted(peer, proxies):
+        return peer
+    hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, proxies):
+            return hop
+    return hops[0] if hops else peer

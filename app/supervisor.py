@@ -1,0 +1,95 @@
+"""The embedded worker of ``lowbit serve --embedded-worker``, supervised: a worker
+that dies (killed, crashed, out of memory) is started again with backoff, so a
+one-process install never leaves runs waiting for a worker that is gone. Its
+state shows in ``/readyz`` and ``/metrics``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from prometheus_client import Counter, Gauge
+
+from app.metrics import REGISTRY
+
+log = logging.getLogger("lowbit.supervisor")
+
+# Seconds before the first restart, doubling up to the cap while the worker keeps
+# dying young; a worker that ran this long resets the backoff.
+RESTART_BACKOFF_S = 1.0
+RESTART_BACKOFF_MAX_S = 30.0
+HEALTHY_AFTER_S = 60.0
+STOP_TIMEOUT_S = 15.0
+
+RESTARTS = Counter(
+    "lowbit_embedded_worker_restarts_total",
+    "Times the embedded worker was started again",
+    registry=REGISTRY,
+)
+UP = Gauge(
+    "lowbit_embedded_worker_up", "1 while the embedded worker process is alive", registry=REGISTRY
+)
+
+
+class WorkerSupervisor:
+    """Runs ``argv`` and starts it again whenever it exits, until ``stop()``."""
+
+    def __init__(self, argv: list[str] | None = None):
+        self.argv = argv or [sys.executable, "-m", "app.cli", "worker"]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        self.last_exit: int | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="worker-supervisor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def status(self) -> str:
+        """ "ok", or why not (for /readyz)."""
+        if self.alive:
+            return "ok"
+        return f"restarting (last exit code {self.last_exit}, {self.restarts} restarts)"
+
+    def _loop(self) -> None:
+        backoff = RESTART_BACKOFF_S
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            self.proc = subprocess.Popen(self.argv, env=os.environ.copy())
+            UP.set(1)
+            self.last_exit = self.proc.wait()
+            UP.set(0)
+            if self._stopping.is_set():
+                return
+            if time.monotonic() - started >= HEALTHY_AFTER_S:
+                backoff = RESTART_BACKOFF_S
+            log.warning(
+                "embedded worker exited; starting it again",
+                extra={"exit_code": self.last_exit, "in_s": backoff},
+            )
+            if self._stopping.wait(backoff):
+                return
+            backoff = min(backoff * 2, RESTART_BACKOFF_MAX_S)
+            self.restarts += 1
+            RESTARTS.inc()
+
+    def stop(self) -> None:
+        """Stop supervising and end the worker (SIGTERM, then SIGKILL)."""
+        self._stopping.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._thread.join(timeout=STOP_TIMEOUT_S)
