@@ -10,6 +10,7 @@ server leave a running one behind.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -286,6 +287,15 @@ def wait_final(client: httpx.Client, run_id: str, timeout: float = 60) -> dict[s
         return body if body["status"] in ("succeeded", "failed", "timed_out", "cancelled") else None
 
     return wait_for(done, timeout, f"run {run_id} did not finish in {timeout} s", every=0.1)
+
+
+def run_async(coro: Any) -> Any:
+    """``asyncio.run(coro)`` in a thread of its own: the browser tests' Playwright may
+    hold this thread's event loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def start(client: httpx.Client, lab: str, params: dict[str, Any] | None = None) -> str:

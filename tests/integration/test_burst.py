@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tests.integration.conftest import Stack, start, wait_final
+from tests.integration.conftest import Stack, run_async, start, wait_final
 
 BURST = 500
 STREAMS = 100
@@ -90,7 +90,7 @@ def test_a_burst_of_every_kind_of_request_does_not_wedge_the_server(live: Stack)
     ]
     paths = [f"/api/runs/{slow}/events"] * STREAMS
     paths += [kinds[i % len(kinds)] for i in range(BURST - STREAMS)]
-    tally = asyncio.run(_burst(live.url, c.cookies, paths))
+    tally = run_async(_burst(live.url, c.cookies, paths))
     assert tally.bad == [], tally.bad[:10]
     assert len(tally.codes) == BURST
     assert tally.codes.count(200) >= BURST * 0.9, sorted(set(tally.codes))

@@ -15,7 +15,7 @@ from sqlalchemy import func, select, update
 
 from app.db import AuthSession, Learner, utcnow
 from app.settings import Settings
-from tests.integration.conftest import STACK_SETTINGS, Stack, open_stack
+from tests.integration.conftest import STACK_SETTINGS, Stack, open_stack, run_async
 
 LIMIT_KEYS = (
     "LOWBIT_ANONYMOUS_RUNS_PER_IP_PER_MINUTE",
@@ -174,7 +174,7 @@ def test_concurrent_wrong_passwords_cannot_pass_the_limit(defaults: Stack) -> No
             "/signin", data={"username": name, "password": f"wrong {i}", "csrf_token": csrf}
         )
 
-    codes = asyncio.run(_burst(defaults.url, 40, guess, "127.0.0.2"))
+    codes = run_async(_burst(defaults.url, 40, guess, "127.0.0.2"))
     limit = int(_default("LOWBIT_LOGIN_ATTEMPTS_PER_MINUTE"))
     assert codes.count(422) <= limit and codes.count(429) >= 40 - limit
     assert set(codes) <= {422, 429}
@@ -253,7 +253,7 @@ def test_first_requests_of_a_new_learner_all_succeed(stack: Stack) -> None:
             data={"kind": "term", "slug": "alpha", "detail": "1", "csrf_token": csrf},
         )
 
-    codes = asyncio.run(_burst(stack.url, 50, visit))
+    codes = run_async(_burst(stack.url, 50, visit))
     assert all(code < 500 for code in codes), codes
 
 
