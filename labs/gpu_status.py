@@ -6,15 +6,12 @@ the finding says so and what to check next.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 from pydantic import BaseModel, Field
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.hardware import nvidia_smi
+from labs.hardware.nvidia_smi import argv
 
-NVIDIA_SMI = "nvidia-smi"
-NVIDIA_SMI_TIMEOUT_S = 15.0
 # (query field, result attribute, unit) in the order nvidia-smi prints them.
 FIELDS: tuple[tuple[str, str, str], ...] = (
     ("index", "index", ""),
@@ -34,10 +31,6 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
 # Drivers before ~510 do not know compute_cap; retry without it.
 _OPTIONAL = {"compute_cap"}
 _MISSING = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]"}
-
-
-def argv(fields: tuple[str, ...]) -> list[str]:
-    return [NVIDIA_SMI, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
 
 
 class GpuStatusParams(LabParams):
@@ -116,35 +109,28 @@ def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
     fields = tuple(f for f, _, _ in FIELDS)
     command = argv(fields)
     ctx.progress(0.1, "looking for nvidia-smi")
-    if shutil.which(NVIDIA_SMI) is None:
+    if not nvidia_smi.installed():
         ctx.log("nvidia-smi is not on this worker's PATH.")
         return _no_driver(command, "nvidia-smi is not installed", "")
     ctx.log("$ " + " ".join(command))
-    try:
-        proc = subprocess.run(
-            command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-        )
-        if proc.returncode != 0 and "not a valid field" in (proc.stdout + proc.stderr):
-            fields = tuple(f for f in fields if f not in _OPTIONAL)
-            command = argv(fields)
-            ctx.log("this driver is too old for some fields; retrying: $ " + " ".join(command))
-            proc = subprocess.run(
-                command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-            )
-    except subprocess.TimeoutExpired:
-        return _no_driver(
-            command, f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s", ""
-        )
-    raw = (proc.stdout + proc.stderr).strip()
+    reply = nvidia_smi.query(fields)
+    if not reply.ok and "not a valid field" in (reply.stdout + reply.stderr):
+        fields = tuple(f for f in fields if f not in _OPTIONAL)
+        command = argv(fields)
+        ctx.log("this driver is too old for some fields; retrying: $ " + " ".join(command))
+        reply = nvidia_smi.query(fields)
+    if reply.returncode is None:
+        return _no_driver(command, reply.error or "nvidia-smi did not run", "")
+    raw = (reply.stdout + reply.stderr).strip()
     ctx.log(raw or "(no output)")
-    if proc.returncode != 0:
+    if reply.returncode != 0:
         return _no_driver(
             command,
-            f"nvidia-smi exited with code {proc.returncode} ({raw.splitlines()[0] if raw else 'no output'})",
+            f"nvidia-smi exited with code {reply.returncode} ({raw.splitlines()[0] if raw else 'no output'})",
             raw,
         )
     ctx.progress(0.7, "parsing")
-    gpus = parse(proc.stdout, fields)
+    gpus = parse(reply.stdout, fields)
     if not gpus:
         return _no_driver(command, "nvidia-smi lists no GPUs", raw)
     units = {a: u for _, a, u in FIELDS}

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +31,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from labs import memory
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.hardware import nvidia_smi, nvml
+from labs.hardware.host_memory import peak_rss_bytes, reset_peak_rss, rss_bytes, trim_heap
 
 if TYPE_CHECKING:
     import torch
@@ -41,7 +41,6 @@ Workload = Literal["transformer-block", "matmul-chain"]
 DType = Literal["fp32", "bf16", "fp16"]
 
 MIB = 2**20
-KIB = 2**10
 HEAD_DIM = 64  # attention heads = hidden_size / 64, as in Llama and GPT-2
 MLP_RATIO = 4  # GPT-2-style MLP: hidden → 4·hidden → hidden
 QKV_MATRICES = 3
@@ -63,11 +62,6 @@ UTILIZATION_WINDOW_S = 0.5
 MAX_TIMED_ITERATIONS = 200
 CPU_WARMUP_SIZE = 256
 MIN_SECONDS = 1e-9  # guards rates against a zero-length timing
-NVIDIA_SMI = "nvidia-smi"
-NVIDIA_SMI_TIMEOUT_S = 10.0
-# /proc/self/clear_refs: writing "5" resets the peak RSS (VmHWM), Linux >= 4.0.
-CLEAR_REFS = "/proc/self/clear_refs"
-RESET_PEAK_RSS = "5"
 
 
 class Params(LabParams):
@@ -256,27 +250,6 @@ def make_model(
 # --- reading memory -------------------------------------------------------------
 
 
-def _proc_status_bytes(field: str) -> int | None:
-    """A ``kB`` field of /proc/self/status (VmRSS, VmHWM) in bytes; None off Linux."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * KIB
-    except OSError:
-        return None
-    return None
-
-
-def reset_peak_rss() -> bool:
-    try:
-        with open(CLEAR_REFS, "w", encoding="ascii") as f:
-            f.write(RESET_PEAK_RSS)
-        return True
-    except OSError:
-        return False
-
-
 def _cpu_seconds() -> float:
     t = os.times()
     return t.user + t.system
@@ -284,73 +257,25 @@ def _cpu_seconds() -> float:
 
 @dataclass
 class Nvml:
-    """GPU utilization and memory.used for one device, by UUID: pynvml, else nvidia-smi."""
+    """GPU utilization and memory.used for one device, by UUID: NVML, else nvidia-smi."""
 
     uuid: str | None
     source: str = "none"
 
     def query(self) -> tuple[float | None, int | None]:
         """(utilization %, memory.used bytes), or (None, None) when neither works."""
-        got = self._pynvml()
-        if got is None:
-            got = self._nvidia_smi()
-        return got or (None, None)
-
-    def _pynvml(self) -> tuple[float, int] | None:
+        got = nvml.utilization_and_used(self.uuid)
+        if got is not None:
+            self.source = "pynvml"
+            return got
+        reply = nvidia_smi.query(("utilization.gpu", "memory.used"), device=self.uuid)
         try:
-            import pynvml  # type: ignore[import-not-found]
-
-            pynvml.nvmlInit()
-        except Exception:  # not installed, or no driver: nvidia-smi is the fallback
-            return None
-        try:
-            h = (
-                pynvml.nvmlDeviceGetHandleByUUID(self.uuid)
-                if self.uuid
-                else pynvml.nvmlDeviceGetHandleByIndex(0)
-            )
-            got = (
-                float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
-                int(pynvml.nvmlDeviceGetMemoryInfo(h).used),
-            )
-        except Exception:  # an NVML error (unknown UUID, MIG device): try nvidia-smi
-            return None
-        finally:
-            pynvml.nvmlShutdown()
-        self.source = "pynvml"
-        return got
-
-    def _nvidia_smi(self) -> tuple[float, int] | None:
-        if shutil.which(NVIDIA_SMI) is None:
-            return None
-        argv = [
-            NVIDIA_SMI,
-            "--query-gpu=utilization.gpu,memory.used",
-            "--format=csv,noheader,nounits",
-        ]
-        if self.uuid:
-            argv.append(f"--id={self.uuid}")
-        try:
-            proc = subprocess.run(
-                argv, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-            )
-            util_s, used_s = proc.stdout.strip().splitlines()[0].split(",")[:2]
+            util_s, used_s = reply.rows()[0][:2]
             got = float(util_s), int(float(used_s) * MIB)
-        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-            return None
+        except (ValueError, IndexError):
+            return None, None
         self.source = "nvidia-smi"
         return got
-
-
-def trim_heap() -> None:
-    """Hand freed heap memory back to the OS (glibc malloc_trim), so RSS before a
-    measurement is not inflated by blocks a previous one freed. Best effort."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        return
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -403,7 +328,7 @@ class Probe:
             else:
                 trim_heap()
                 reset_peak_rss()
-                rss_before = _proc_status_bytes("VmRSS") or 0
+                rss_before = rss_bytes() or 0
                 held = rss_before
             cpu0, t0 = _cpu_seconds(), time.perf_counter()
             x = torch.randn(batch, p.seq_len, p.hidden_size, device=self.device, dtype=self.dtype)
@@ -417,7 +342,7 @@ class Probe:
                 peak_reserved = torch.cuda.max_memory_reserved()
                 allocated = torch.cuda.memory_allocated()
             else:
-                rss_peak = max(_proc_status_bytes("VmHWM") or 0, _proc_status_bytes("VmRSS") or 0)
+                rss_peak = max(peak_rss_bytes() or 0, rss_bytes() or 0)
                 peak = rss_peak
             util: float | None = None if cuda else cpu_busy * 100
             if timed and cuda:
@@ -657,7 +582,7 @@ def measure_dtype(
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
     def held() -> int:
-        return torch.cuda.memory_allocated() if cuda else (_proc_status_bytes("VmRSS") or 0)
+        return torch.cuda.memory_allocated() if cuda else (rss_bytes() or 0)
 
     gc.collect()
     if cuda:

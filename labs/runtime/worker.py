@@ -17,7 +17,6 @@ import os
 import platform
 import signal
 import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from app.db import make_engine, make_sessionmaker
 from app.settings import Settings
 from labs.base import NeedsGPU
+from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
 from labs.runtime import runs
 from labs.runtime.catalog import available_labs
 from labs.runtime.executor import Job, Outcome, execute
@@ -50,7 +50,6 @@ CANCEL_CHECK_S = 0.25
 SHUTDOWN_GRACE_S = 10.0
 # Upper bound on the reaper period, seconds.
 REAPER_MAX_INTERVAL_S = 10.0
-NVIDIA_SMI_TIMEOUT_S = 10.0
 # Seconds a worker keeps retrying a run's database writes (claim, events, result)
 # through a database restart or a full disk before leaving the run to the reaper.
 DB_RETRY_S = 20.0
@@ -112,24 +111,6 @@ def preload() -> dict[str, str]:
         except Exception as e:  # a missing optional module must not stop the worker
             failed[name] = f"{type(e).__name__}: {e}"
     return failed
-
-
-def nvidia_smi(fields: tuple[str, ...]) -> list[dict[str, str]] | None:
-    """One dict per GPU, or None without an NVIDIA driver. Never initialises CUDA."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    rows = [
-        [c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()
-    ]
-    return [dict(zip(fields, r, strict=False)) for r in rows] or None
 
 
 def _cpu_model() -> str:
