@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from labs import format_rules as fr
 from labs import format_support as fs
-from labs.base import NeedsGPU
 from labs.gpus import GPUS
 from labs.hardware import nvidia_smi as smi
 from tests.unit.labs.helpers import run_lab
@@ -24,16 +23,6 @@ def test_importing_these_labs_imports_no_numeric_stack():
         "set(sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_declaration_and_params_schema():
-    lab = fs.LAB
-    assert lab.id == "format-support" and lab.needs_gpu is NeedsGPU.no and lab.params is fs.Params
-    for name, field in fs.Params.model_fields.items():
-        assert field.description and not field.is_required(), name
-    assert all(p.get("description") for p in lab.params_schema()["properties"].values())
-    for key, unit in lab.numeric_outputs:
-        assert key in fs.Result.model_fields and unit
 
 
 def test_empty_params_stream_every_event_kind(tmp_path):
