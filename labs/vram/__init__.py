@@ -1,0 +1,1 @@
+"""vram-observe's library: its models, its workload and probe, its presenter."""
