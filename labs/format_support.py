@@ -27,6 +27,7 @@ from labs.format_rules import (  # noqa: F401 - the rules are part of this lab's
     PATH_MEANING,
     RULES,
     FormatKey,
+    FormatSpec,
     Path,
     Rule,
     Source,
@@ -148,11 +149,12 @@ def match_registry(name: str, memory_mib: float | None) -> str | None:
     return None
 
 
-def read_worker_gpu(ctx: Context) -> tuple[DetectedGpu | None, str]:
-    """The worker's first GPU via nvidia-smi, and what happened (for the log)."""
+def read_worker_gpu(log: list[str]) -> tuple[DetectedGpu | None, str]:
+    """The worker's first GPU via nvidia-smi, and what happened; the command it ran is
+    appended to ``log``."""
     if not nvidia_smi.installed():
         return None, "nvidia-smi is not on this worker's PATH: no NVIDIA driver here"
-    ctx.log("$ " + " ".join(nvidia_smi.argv(SMI_QUERY)))
+    log.append("$ " + " ".join(nvidia_smi.argv(SMI_QUERY)))
     reply = nvidia_smi.query(SMI_QUERY)
     if reply.returncode is None:
         return None, reply.error or "nvidia-smi did not run"
@@ -317,13 +319,14 @@ class _Target:
     note: str | None
 
 
-def _target(params: Params, ctx: Context) -> _Target:
-    """The GPU to decide for: a registry entry, or the worker's own card with gpu='auto'."""
+def _target(params: Params, log: list[str]) -> _Target:
+    """The GPU to decide for: a registry entry, or the worker's own card with gpu='auto'
+    (what reading it said is appended to ``log``)."""
     if params.gpu != "auto":
         g = GPUS[params.gpu]
         return _Target(g.id, g.name, sm_of(g.compute_capability), g, None, None)
-    detected, detail = read_worker_gpu(ctx)
-    ctx.log(detail)
+    detected, detail = read_worker_gpu(log)
+    log.append(detail)
     if detected is None:
         g = GPUS[AUTO_FALLBACK_GPU]
         note = f"gpu=auto: {detail}; showing the registry's {g.name} instead."
@@ -341,14 +344,23 @@ def _target(params: Params, ctx: Context) -> _Target:
 
 
 def run(params: Params, ctx: Context) -> Result:
+    from labs.presenters.format_support import present
+
+    detection_log: list[str] = []
+    result = assess(params, detection_log)
+    present(result, detection_log, ctx)
+    return result
+
+
+def assess(params: Params, detection_log: list[str]) -> Result:
+    """The path the format takes on the chosen GPU, its bytes and speed bounds, and the
+    same decision for every GPU in the registry. Reading the worker's own GPU
+    (gpu='auto') appends what happened to ``detection_log``."""
     spec = FORMATS[params.format]
-    ctx.progress(0.05, "choosing the GPU")
-    target = _target(params, ctx)
+    target = _target(params, detection_log)
     gpu_id, name, sm, reg = target.gpu_id, target.name, target.sm, target.registry
     notes = [target.note] if target.note else []
-    detected_text = target.detected
     rule = decide(spec.key, sm)
-    ctx.progress(0.3, "looking up the kernel path")
     model = get_model(params.model)
     file_bytes = memory.weight_bytes(model, spec.memory_key)
     resident = resident_key(spec.key, rule)
@@ -359,31 +371,8 @@ def run(params: Params, ctx: Context) -> Result:
     bf16_read = memory.weight_bytes_read_per_step(model, "bf16", 1, 1)
     whole_model_bound = bf16_read / memory.weight_bytes_read_per_step(model, resident, 1, 1)
     speedup = compute_speedup(reg, rule)
-
-    rows = [
-        _gpu_row(spec.key, g.id, g.name, sm_of(g.compute_capability), g, params.model)
-        for g in sorted(GPUS.values(), key=lambda g: (g.compute_capability, g.memory_gb))
-    ]
-    if reg is None:
-        rows.append(_gpu_row(spec.key, gpu_id, name, sm, None, params.model))
-    elif sm != sm_of(reg.compute_capability):
-        rows.append(_gpu_row(spec.key, f"worker: {name}", name, sm, reg, params.model))
-
-    cc = f"{sm // 10}.{sm % 10}"
-    native = rule.path == "native"
-    verdict = f"{spec.title} on {name} (sm_{sm}): {rule.path} — {rule.kernel}."
-    if rule.upcast_to and resident_bytes != file_bytes:
-        verdict += (
-            f" Resident as {rule.upcast_to}: {memory.gb(resident_bytes):.2f} GB instead of the "
-            f"file's {memory.gb(file_bytes):.2f} GB."
-        )
-    elif rule.upcast_to:
-        verdict += f" Resident as {rule.upcast_to}: the same bytes, a different range."
-    elif rule.repacked_to:
-        verdict += (
-            f" Repacked at load to {memory.gb(resident_bytes):.2f} GB from the file's "
-            f"{memory.gb(file_bytes):.2f} GB."
-        )
+    rows = _per_gpu(spec.key, target, params.model)
+    verdict = _verdict(spec, name, sm, rule, file_bytes, resident_bytes)
     if rule.note:
         notes.append(rule.note)
     memory_text = (
@@ -402,105 +391,20 @@ def run(params: Params, ctx: Context) -> Result:
             + "; ".join(f"{p} on {', '.join(ids)}" for p, ids in by_path.items() if ids)
             + "."
         )
-
-    ctx.table(
-        f"{spec.title}: kernel path on each GPU",
-        [
-            "GPU",
-            "sm",
-            "path",
-            "kernel",
-            "matmul in",
-            "bits/param resident (projection matrix)",
-            f"{model.name} weights (GB)",
-            "fits (weights only)",
-            "batch-1 decode bound (tokens/s)",
-            "matmul peak vs 16-bit",
-        ],
-        [
-            [
-                r.gpu,
-                r.compute_capability,
-                r.path,
-                r.kernel,
-                r.compute,
-                r.resident_bits_per_param,
-                round(r.weights_gb, 2),
-                r.fits_weights_only,
-                None
-                if r.decode_tokens_per_s_bound is None
-                else round(r.decode_tokens_per_s_bound, 1),
-                None if r.compute_speedup is None else round(r.compute_speedup, 2),
-            ]
-            for r in rows
-        ],
-    )
-    ctx.table(
-        f"Capability thresholds for {spec.key}",
-        ["from compute capability", "path", "kernel", "note", "sources"],
-        [
-            [
-                f"{x.min_sm // 10}.{x.min_sm % 10}",
-                x.path,
-                x.kernel,
-                x.note,
-                "; ".join(s.url for s in x.sources),
-            ]
-            for x in RULES[spec.key]
-        ],
-    )
-    ctx.progress(0.6, "bytes per parameter")
-    ctx.metric("file_bits_per_param", file_bits, "bits", "stored bits per parameter")
-    ctx.metric("resident_bits_per_param", resident_bits, "bits", f"bits per parameter on {name}")
-    ctx.metric(
-        "decode_bytes_ratio", ratio, "× bf16", "decode weight bytes vs bf16, per projection matrix"
-    )
-    ctx.metric(
-        "decode_speedup_bound_whole_model",
-        whole_model_bound,
-        "× bf16",
-        "memory-bound decode speedup over bf16, whole model",
-    )
-    if speedup is not None:
-        ctx.metric("compute_speedup", speedup, "× 16-bit", "matmul peak vs 16-bit")
-
-    from labs import plots
-
-    plotted = [r for r in rows if r.decode_tokens_per_s_bound is not None]
-    labels = [f"{r.gpu} ({r.path})" for r in plotted]
-    values = [r.decode_tokens_per_s_bound or 0.0 for r in plotted]
-    ctx.plot(
-        f"Batch-1 decode upper bound for {model.name} in {spec.key}, by GPU",
-        plots.bar_chart(
-            labels,
-            values,
-            title=f"{model.name}, {spec.key}",
-            value_label="tokens/s (peak bandwidth ÷ weight bytes)",
-        ),
-        {"labels": labels, "tokens_per_s": values},
-    )
     quantized = memory.WEIGHT_FORMATS[resident].quantized
-    speed = _speed_text(rule, ratio, whole_model_bound, speedup, quantized)
-    ctx.log(verdict)
-    ctx.log(f"Meaning: {PATH_MEANING[rule.path]}.")
-    ctx.log(f"Speed: {speed}")
-    ctx.log(f"Memory: {memory_text}")
-    for note in notes:
-        ctx.log(note)
     sources = {s.url: s for x in RULES[spec.key] for s in x.sources}
-    ctx.progress(1.0, "done")
     return Result(
         format=spec.key,
         format_title=spec.title,
         gpu=gpu_id,
         gpu_name=name,
-        compute_capability=cc,
+        compute_capability=f"{sm // 10}.{sm % 10}",
         path=rule.path,
         meaning=PATH_MEANING[rule.path],
         kernel=rule.kernel,
         compute=rule.compute,
         upcast_to=rule.upcast_to,
-        native=native,
+        native=rule.path == "native",
         file_bits_per_param=file_bits,
         resident_bits_per_param=resident_bits,
         decode_bytes_ratio=ratio,
@@ -511,13 +415,47 @@ def run(params: Params, ctx: Context) -> Result:
         weights_file_gb=memory.gb(file_bytes),
         weights_resident_gb=memory.gb(resident_bytes),
         verdict=verdict,
-        speed=speed,
+        speed=_speed_text(rule, ratio, whole_model_bound, speedup, quantized),
         memory=memory_text,
         notes=notes,
-        detected=detected_text,
+        detected=target.detected,
         per_gpu=rows,
         sources=[SourceRef(title=s.title, url=s.url) for s in sources.values()],
     )
+
+
+def _per_gpu(format_key: str, target: _Target, model_id: str) -> list[GpuPath]:
+    """The decision on every registry GPU (by capability, then memory), plus the worker's
+    own card where the registry does not describe it."""
+    rows = [
+        _gpu_row(format_key, g.id, g.name, sm_of(g.compute_capability), g, model_id)
+        for g in sorted(GPUS.values(), key=lambda g: (g.compute_capability, g.memory_gb))
+    ]
+    reg, sm, name = target.registry, target.sm, target.name
+    if reg is None:
+        rows.append(_gpu_row(format_key, target.gpu_id, name, sm, None, model_id))
+    elif sm != sm_of(reg.compute_capability):
+        rows.append(_gpu_row(format_key, f"worker: {name}", name, sm, reg, model_id))
+    return rows
+
+
+def _verdict(
+    spec: FormatSpec, name: str, sm: int, rule: Rule, file_bytes: int, resident_bytes: int
+) -> str:
+    verdict = f"{spec.title} on {name} (sm_{sm}): {rule.path} — {rule.kernel}."
+    if rule.upcast_to and resident_bytes != file_bytes:
+        verdict += (
+            f" Resident as {rule.upcast_to}: {memory.gb(resident_bytes):.2f} GB instead of the "
+            f"file's {memory.gb(file_bytes):.2f} GB."
+        )
+    elif rule.upcast_to:
+        verdict += f" Resident as {rule.upcast_to}: the same bytes, a different range."
+    elif rule.repacked_to:
+        verdict += (
+            f" Repacked at load to {memory.gb(resident_bytes):.2f} GB from the file's "
+            f"{memory.gb(file_bytes):.2f} GB."
+        )
+    return verdict
 
 
 LAB = Lab(
