@@ -6,6 +6,8 @@ the finding says so and what to check next.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pydantic import BaseModel, Field
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
@@ -105,46 +107,50 @@ def _no_driver(command: list[str], why: str, raw: str) -> GpuStatusResult:
     )
 
 
+@dataclass
+class Status:
+    """The computed result and the conversation with nvidia-smi that produced it."""
+
+    result: GpuStatusResult
+    log: list[str] = field(default_factory=list)  # commands and their output, in order
+    fields: tuple[str, ...] = ()  # the query fields of the last command
+    parsed: bool = False  # the output got as far as parsing
+
+
 def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
+    status = read_status()
+    present(status, ctx)
+    return status.result
+
+
+def read_status() -> Status:
+    """Ask nvidia-smi (retrying without the fields an old driver lacks) and parse its rows;
+    without a driver the result is a finding, not an error."""
     fields = tuple(f for f, _, _ in FIELDS)
     command = argv(fields)
-    ctx.progress(0.1, "looking for nvidia-smi")
+    log: list[str] = []
     if not nvidia_smi.installed():
-        ctx.log("nvidia-smi is not on this worker's PATH.")
-        return _no_driver(command, "nvidia-smi is not installed", "")
-    ctx.log("$ " + " ".join(command))
+        log.append("nvidia-smi is not on this worker's PATH.")
+        return Status(_no_driver(command, "nvidia-smi is not installed", ""), log, fields)
+    log.append("$ " + " ".join(command))
     reply = nvidia_smi.query(fields)
     if not reply.ok and "not a valid field" in (reply.stdout + reply.stderr):
         fields = tuple(f for f in fields if f not in _OPTIONAL)
         command = argv(fields)
-        ctx.log("this driver is too old for some fields; retrying: $ " + " ".join(command))
+        log.append("this driver is too old for some fields; retrying: $ " + " ".join(command))
         reply = nvidia_smi.query(fields)
     if reply.returncode is None:
-        return _no_driver(command, reply.error or "nvidia-smi did not run", "")
+        why = reply.error or "nvidia-smi did not run"
+        return Status(_no_driver(command, why, ""), log, fields)
     raw = (reply.stdout + reply.stderr).strip()
-    ctx.log(raw or "(no output)")
+    log.append(raw or "(no output)")
     if reply.returncode != 0:
-        return _no_driver(
-            command,
-            f"nvidia-smi exited with code {reply.returncode} ({raw.splitlines()[0] if raw else 'no output'})",
-            raw,
-        )
-    ctx.progress(0.7, "parsing")
+        first_line = raw.splitlines()[0] if raw else "no output"
+        why = f"nvidia-smi exited with code {reply.returncode} ({first_line})"
+        return Status(_no_driver(command, why, raw), log, fields)
     gpus = parse(reply.stdout, fields)
     if not gpus:
-        return _no_driver(command, "nvidia-smi lists no GPUs", raw)
-    units = {a: u for _, a, u in FIELDS}
-    shown = [a for f, a, _ in FIELDS if f in fields]
-    ctx.table(
-        "GPUs (nvidia-smi)",
-        [f"{f} ({units[a]})" if units[a] else f for f, a in zip(fields, shown, strict=True)],
-        [[getattr(g, a) for a in shown] for g in gpus],
-    )
-    for g in gpus:
-        if g.memory_used_mib is not None and g.memory_total_mib:
-            ctx.metric(
-                f"gpu{g.index}_memory_used", g.memory_used_mib, "MiB", f"GPU {g.index} memory used"
-            )
+        return Status(_no_driver(command, "nvidia-smi lists no GPUs", raw), log, fields, True)
     first = gpus[0]
     finding = (
         f"{len(gpus)} GPU(s): {first.name}, driver {first.driver_version}"
@@ -155,8 +161,7 @@ def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
             else ""
         )
     )
-    ctx.progress(1.0, "done")
-    return GpuStatusResult(
+    result = GpuStatusResult(
         driver_found=True,
         finding=finding,
         next_steps=[
@@ -167,6 +172,32 @@ def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
         command=command,
         raw=raw,
     )
+    return Status(result, log, fields, True)
+
+
+def present(status: Status, ctx: Context) -> None:
+    """The commands and their output, then (with GPUs) the table and memory metrics."""
+    ctx.progress(0.1, "looking for nvidia-smi")
+    for line in status.log:
+        ctx.log(line)
+    if status.parsed:
+        ctx.progress(0.7, "parsing")
+    r = status.result
+    if not r.driver_found:
+        return
+    units = {a: u for _, a, u in FIELDS}
+    shown = [a for f, a, _ in FIELDS if f in status.fields]
+    ctx.table(
+        "GPUs (nvidia-smi)",
+        [f"{f} ({units[a]})" if units[a] else f for f, a in zip(status.fields, shown, strict=True)],
+        [[getattr(g, a) for a in shown] for g in r.gpus],
+    )
+    for g in r.gpus:
+        if g.memory_used_mib is not None and g.memory_total_mib:
+            ctx.metric(
+                f"gpu{g.index}_memory_used", g.memory_used_mib, "MiB", f"GPU {g.index} memory used"
+            )
+    ctx.progress(1.0, "done")
 
 
 LAB = Lab(
