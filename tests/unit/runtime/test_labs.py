@@ -12,9 +12,6 @@ import pytest
 from labs import block_quantize, gpu_status, torch_env
 from tests.unit.labs.helpers import run_lab
 
-LABS = (gpu_status.LAB, torch_env.LAB, block_quantize.LAB)
-
-
 # -- gpu-status -------------------------------------------------------------------
 
 SMI_OUTPUT = "0, NVIDIA H100 80GB HBM3, 550.54.15, 1024, 81559, 37, 41, 1980, 2619, 1980, 118.52, P0, 9.0\n1, NVIDIA H100 80GB HBM3, 550.54.15, [N/A], 81559, 0, 35, 345, 2619, 1980, [N/A], P8, 9.0\n"
