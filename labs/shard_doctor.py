@@ -17,6 +17,7 @@ Units: bytes; shapes as ``[rows, cols]`` (PyTorch's ``[out_features, in_features
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -81,22 +82,29 @@ class Result(LabResult):
     summary: str
 
 
+@dataclass(frozen=True)
+class Diagnosis:
+    """The computed result and what building the checkpoint did (for the log)."""
+
+    result: Result
+    tensors_written: int
+    broke: str  # what the injected fault did; "" without one
+
+
 def run(params: Params, ctx: Context) -> Result:
-    """Build the checkpoint, break it, inspect it, and run it forward if it loads clean."""
+    diagnosis = diagnose(params, ctx.tmpdir)
+    present(diagnosis, ctx)
+    return diagnosis.result
+
+
+def diagnose(params: Params, tmpdir: str) -> Diagnosis:
+    """Build the checkpoint under ``tmpdir``, break it, inspect it, and run it forward if
+    it loads clean."""
     import torch
 
-    directory = os.path.join(ctx.tmpdir, f"checkpoint-{params.checkpoint}-{params.fault}")
+    directory = os.path.join(tmpdir, f"checkpoint-{params.checkpoint}-{params.fault}")
     os.makedirs(directory, exist_ok=True)
-    ctx.progress(0.1, "writing config.json, the index and the shards")
     built = build_checkpoint(directory, params.checkpoint, params.fault, params.seed)
-    ctx.log(
-        f"Wrote a {params.checkpoint} checkpoint: {CONFIG_FILE}, {INDEX_FILE} and "
-        f"{SHARD_COUNT} shards ({len(built.tensors)} tensors)."
-    )
-    if built.broke:
-        ctx.log(f"Injected fault '{params.fault}': {built.broke}. The loader is not told.")
-
-    ctx.progress(0.4, "loading: following weight_map, opening each shard")
     report = inspect_checkpoint(directory)
     errors = sum(f.severity == "error" for f in report.findings)
     warnings = sum(f.severity == "warning" for f in report.findings)
@@ -105,7 +113,6 @@ def run(params: Params, ctx: Context) -> Result:
     max_diff = None
     loaded = False
     if report.state_dict is not None and errors == 0:
-        ctx.progress(0.7, "one forward pass with the loaded weights")
         tokens = torch.arange(FORWARD_TOKENS) % report.config["vocab_size"]
         logits = forward(dense_weights(report.state_dict, report.config), report.config, tokens)
         ref = forward(built.reference, report.config, tokens)
@@ -116,8 +123,6 @@ def run(params: Params, ctx: Context) -> Result:
             f"finite: {loaded}; "
             f"max |difference| from the weights that were written: {max_diff:.3g}"
         )
-        ctx.log(forward_text)
-
     result = Result(
         checkpoint=params.checkpoint,
         fault=params.fault,
@@ -135,8 +140,7 @@ def run(params: Params, ctx: Context) -> Result:
         logits_max_abs_diff=max_diff,
         summary=_summary(report.findings, len(report.found), len(report.files), forward_text),
     )
-    present(result, ctx)
-    return result
+    return Diagnosis(result, len(built.tensors), built.broke)
 
 
 def _summary(findings: list[Finding], tensors: int, files: int, forward_text: str | None) -> str:
@@ -153,10 +157,23 @@ def _summary(findings: list[Finding], tensors: int, files: int, forward_text: st
     )
 
 
-def present(result: Result, ctx: Context) -> None:
-    """The files and findings tables, the headline metrics, the bytes-per-shard plot and
-    one log line per finding."""
+def present(diagnosis: Diagnosis, ctx: Context) -> None:
+    """What was built and broken, the files and findings tables, the headline metrics, the
+    bytes-per-shard plot and one log line per finding."""
     from labs import plots
+
+    result = diagnosis.result
+    ctx.progress(0.1, "writing config.json, the index and the shards")
+    ctx.log(
+        f"Wrote a {result.checkpoint} checkpoint: {CONFIG_FILE}, {INDEX_FILE} and "
+        f"{SHARD_COUNT} shards ({diagnosis.tensors_written} tensors)."
+    )
+    if diagnosis.broke:
+        ctx.log(f"Injected fault '{result.fault}': {diagnosis.broke}. The loader is not told.")
+    ctx.progress(0.4, "loading: following weight_map, opening each shard")
+    if result.forward is not None:
+        ctx.progress(0.7, "one forward pass with the loaded weights")
+        ctx.log(result.forward)
 
     ctx.table(
         "Files the index points to",
