@@ -28,6 +28,7 @@ from typing import Literal
 from labs import memory
 from labs.base import Context, Lab, NeedsGPU
 from labs.hardware.host_memory import reset_peak_rss, rss_bytes, trim_heap
+from labs.presenters.vram_observe import present
 from labs.vram.models import (  # noqa: F401 - the lab's models and limits, by its name
     CPU_WARMUP_SIZE,
     MIB,
@@ -50,7 +51,6 @@ from labs.vram.probe import (  # noqa: F401 - the measuring tools, by the lab's 
     weight_shapes,
     weights_estimate,
 )
-from labs.vram.report import present
 
 # --- the lab -----------------------------------------------------------------
 
