@@ -7,10 +7,10 @@ dequantization), or it must be converted to a wider type when loaded
 (*upcast*, the memory saving is lost) — or no common engine runs it at all
 (*unsupported*: only an offline conversion to a type the GPU has).
 
-The decision is a table of compute-capability thresholds (``RULES``), each
-row citing its source. It needs only the capability, so it also covers a GPU
-that is not in ``labs.gpus`` (``gpu="auto"`` reads the worker's own card with
-``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
+The decision is a table of compute-capability thresholds (``RULES``, in
+``labs.format_rules``), each row citing its source. It needs only the capability,
+so it also covers a GPU that is not in ``labs.gpus`` (``gpu="auto"`` reads the
+worker's own card with ``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
 """
 
 from __future__ import annotations
