@@ -22,6 +22,8 @@ from labs.quant.spec import FormatKey
 if TYPE_CHECKING:
     import torch
 
+    from labs.quant import QuantizedTensor
+
 # The labs.quant format keys, from its torch-free table (validating a request imports no torch).
 FORMAT_KEYS: tuple[str, ...] = tuple(key.value for key in FormatKey)
 Distribution = Literal["normal", "uniform", "laplace", "outliers", "custom"]
@@ -260,27 +262,17 @@ def _two_level_scale(fields: Mapping[str, torch.Tensor], b: int) -> str | None:
 
 
 def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
-    from labs.quant import FORMATS, quantize
+    result = quantize_blocks(params, ctx.device)
+    present(result, params, ctx)
+    return result
+
+
+def _error_metrics(x: torch.Tensor, q: QuantizedTensor) -> ErrorMetrics:
     from labs.quant.metrics import error_report
 
-    fmt = FORMATS[params.format]
-    rows, cols = params.dims
-    ctx.progress(0.05, "making the tensor")
-    x = _tensor(params, ctx.device)
-    ctx.log(
-        f"x: {params.distribution} {rows}×{cols} float32 on {x.device} (seed {params.seed}); format {params.format}"
-    )
-    ctx.progress(0.25, f"quantizing to {params.format}")
-    q = quantize(x, params.format)
-    deq = q.dequantize()
-    ctx.progress(0.6, "measuring the error")
-    layout = q.layout
-    flat = fmt.layout_kind == "flat"
-    xb, db = _blocks(x, layout, flat), _blocks(deq, layout, flat)
-    valid = _valid(layout, flat, x.device)
     report = error_report(x, q)
     signal_ms = float(x.double().pow(2).mean())
-    metrics = ErrorMetrics(
+    return ErrorMetrics(
         mse=report.mse,
         rmse=report.rmse,
         max_abs_error=report.max_abs_error,
@@ -293,6 +285,14 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
         clipped_fraction=report.clipped_fraction,
     )
 
+
+def _first_blocks(
+    x: torch.Tensor, deq: torch.Tensor, q: QuantizedTensor, flat: bool
+) -> list[BlockView]:
+    """The first SHOWN_BLOCKS blocks of the first row: scales, values, codes, dequantized."""
+    layout = q.layout
+    xb, db = _blocks(x, layout, flat), _blocks(deq, layout, flat)
+    valid = _valid(layout, flat, x.device)
     scale, offset = q.scale_offset()
     stored = q.scales.reshape(-1)
     per_row = max(1, layout.padded_row_len // layout.block_len) if not flat else layout.n_blocks
@@ -314,7 +314,53 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
                 dequantized=[float(v) for v in db[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
             )
         )
-    first = shown[0]
+    return shown
+
+
+def quantize_blocks(params: BlockQuantizeParams, device: str) -> BlockQuantizeResult:
+    """Quantize the tensor; its bytes, its error, its first blocks and two histograms."""
+    from labs.quant import FORMATS, quantize
+
+    fmt = FORMATS[params.format]
+    rows, cols = params.dims
+    x = _tensor(params, device)
+    q = quantize(x, params.format)
+    deq = q.dequantize()
+    layout = q.layout
+    bits = BITS_PER_BYTE * q.nbytes / layout.numel
+    return BlockQuantizeResult(
+        format=params.format,
+        element=fmt.element,
+        scale_type=fmt.stored_scale,
+        shape=[rows, cols],
+        numel=layout.numel,
+        device=str(x.device),
+        block_size=fmt.block_size,
+        n_blocks=layout.n_blocks,
+        nbytes=q.nbytes,
+        bits_per_value=bits,
+        nominal_bits_per_value=fmt.bits_per_value,
+        compression_vs_fp32=FP32_BITS / bits,
+        compression_vs_bf16=BF16_BITS / bits,
+        metrics=_error_metrics(x, q),
+        first_blocks=_first_blocks(x, deq, q, fmt.layout_kind == "flat"),
+        histograms={
+            "values": _histogram(x.reshape(-1)),
+            "errors": _histogram((deq - x).reshape(-1)),
+        },
+    )
+
+
+def present(r: BlockQuantizeResult, params: BlockQuantizeParams, ctx: Context) -> None:
+    """Block 0 value by value, the first blocks' scales, the metrics and two histograms."""
+    rows, cols = r.shape
+    ctx.progress(0.05, "making the tensor")
+    ctx.log(
+        f"x: {params.distribution} {rows}×{cols} float32 on {r.device} (seed {params.seed}); format {params.format}"
+    )
+    ctx.progress(0.25, f"quantizing to {params.format}")
+    ctx.progress(0.6, "measuring the error")
+    first = r.first_blocks[0]
     ctx.table(
         f"block 0: {len(first.values)} values, scale {first.scale:.6g}",
         ["i", "value", "code", "dequantized", "error"],
@@ -336,46 +382,25 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
                 max(abs(v) for v in bv.values),
                 max(abs(d - v) for v, d in zip(bv.values, bv.dequantized, strict=True)),
             ]
-            for bv in shown
+            for bv in r.first_blocks
         ],
     )
-    bits = BITS_PER_BYTE * q.nbytes / layout.numel
-    ctx.metric("bits_per_value", bits, "bits", "bits per value (scales included)")
-    ctx.metric("nbytes", float(q.nbytes), "bytes", "stored bytes")
-    if metrics.sqnr_db is not None:
-        ctx.metric("sqnr_db", metrics.sqnr_db, "dB", "SQNR")
-    ctx.metric("rmse", metrics.rmse, "", "RMS error")
-    ctx.metric("clipped_fraction", metrics.clipped_fraction * 100, "%", "values clipped")
-
+    m = r.metrics
+    ctx.metric("bits_per_value", r.bits_per_value, "bits", "bits per value (scales included)")
+    ctx.metric("nbytes", float(r.nbytes), "bytes", "stored bytes")
+    if m.sqnr_db is not None:
+        ctx.metric("sqnr_db", m.sqnr_db, "dB", "SQNR")
+    ctx.metric("rmse", m.rmse, "", "RMS error")
+    ctx.metric("clipped_fraction", m.clipped_fraction * 100, "%", "values clipped")
     ctx.progress(0.8, "histograms")
-    hists = {"values": _histogram(x.reshape(-1)), "errors": _histogram((deq - x).reshape(-1))}
     for name, label in (("values", "value"), ("errors", "dequantized − value")):
         # Data only: the page draws the bars itself (fast, and styled by the page).
         ctx.plot(
             f"{name} ({params.format})",
             "",
-            {"kind": "histogram", "x_label": label, **hists[name].model_dump()},
+            {"kind": "histogram", "x_label": label, **r.histograms[name].model_dump()},
         )
-    nominal = fmt.bits_per_value
     ctx.progress(1.0, "done")
-    return BlockQuantizeResult(
-        format=params.format,
-        element=fmt.element,
-        scale_type=fmt.stored_scale,
-        shape=[rows, cols],
-        numel=layout.numel,
-        device=str(x.device),
-        block_size=fmt.block_size,
-        n_blocks=layout.n_blocks,
-        nbytes=q.nbytes,
-        bits_per_value=bits,
-        nominal_bits_per_value=nominal,
-        compression_vs_fp32=FP32_BITS / bits,
-        compression_vs_bf16=BF16_BITS / bits,
-        metrics=metrics,
-        first_blocks=shown,
-        histograms=hists,
-    )
 
 
 LAB = Lab(

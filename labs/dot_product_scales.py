@@ -20,6 +20,7 @@ quantization, the cross terms the zero points add to every dot product.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -304,35 +305,37 @@ def _asymmetric(params: Params, a: torch.Tensor, w: torch.Tensor) -> AsymmetricR
     )
 
 
-def run(params: Params, ctx: Context) -> Result:
+@dataclass(frozen=True)
+class Product:
+    """The computed result, and whether the chosen scales vary along K (which the
+    narration turns on; not part of the result)."""
 
-    from labs import plots
+    result: Result
+    scales_vary_along_k: bool
+
+
+def run(params: Params, ctx: Context) -> Result:
+    from labs.presenters.dot_product_scales import present
+
+    product = multiply(params)
+    present(product, params, ctx)
+    return product.result
+
+
+def multiply(params: Params) -> Product:
+    """C = A·Wᵀ with the scales placed three ways, the accumulator it needs, and (integer
+    formats) the zero-point cross terms."""
     from labs.quant.matmul import scale_placement_error
 
     fmt, g = params.format, params.granularity_used
     label = _label(g)
-    ctx.progress(0.05, "operands")
     a, w = _operands(params)
     reference = a.double() @ w.double().T  # exact product of the float32 operands
-    outlier_note = (
-        f", every {OUTLIER_CHANNEL_EVERY}th activation channel ×{OUTLIER_SCALE:g}"
-        if params.outliers
-        else ""
-    )
-    ctx.log(
-        f"A: {params.m}×{params.k}, W: {params.n}×{params.k}, normal{outlier_note}; both "
-        f"quantized to {fmt} along K with {label} scales."
-    )
-    if fmt in FIXED_BLOCK:
-        ctx.log(f"{fmt} fixes its block at {g} elements along K (the granularity is ignored).")
-
-    ctx.progress(0.2, f"{label} scales: inside vs after the reduction")
     qa, qw = _quantize(a, fmt, g), _quantize(w, fmt, g)
     chosen = scale_placement_error(qa, qw, row_scale=WRONG_ROW_SCALE)
     placements = []
     rel_a: float | None = None
     if fmt not in FIXED_BLOCK:
-        ctx.progress(0.4, "per-channel scales after the dot product")
         g_a = g if isinstance(g, str) else "channel"
         per_row = (
             chosen
@@ -364,99 +367,11 @@ def run(params: Params, ctx: Context) -> Result:
             rel_error_vs_dequantized=_rel(chosen.after, chosen.exact),
         ),
     ]
-    c_over_b = rel_c / rel_b if rel_b else None
-    ctx.table(
-        f"C = A·Wᵀ ({params.m}×{params.k} · {params.k}×{params.n}), {fmt}: relative error (Frobenius)",
-        ["placement", "scales", "vs fp32 operands", "vs dequantized operands (float64)"],
-        [
-            [p.name, p.granularity, p.rel_error_vs_fp32, p.rel_error_vs_dequantized]
-            for p in placements
-        ],
-    )
-    if chosen.scales_vary_along_k:
-        ctx.log(
-            f"Block scales inside the reduction match the dequantized product to "
-            f"{placements[-2].rel_error_vs_dequantized:.1e}: what is left is quantization error. "
-            f"Applied after the full dot product they are {c_over_b:.1f}× worse against fp32."
-        )
-    else:
-        ctx.log(
-            f"{label} scales are constant along K: they factor out of the dot product, so "
-            "applying them after it is exact and (a), (b) and (c) coincide."
-        )
-    ctx.metric("rel_error_b", rel_b * PERCENT, "%", "(b) block scales inside the reduction")
-    ctx.metric("rel_error_c", rel_c * PERCENT, "%", "(c) block scales after the dot product")
-    if rel_a is not None:
-        ctx.metric("rel_error_a", rel_a * PERCENT, "%", "(a) per-row scales after the dot product")
-
-    ctx.progress(0.6, "accumulator width")
     span = g if isinstance(g, int) else params.k
     acc = _accumulator(fmt, qa, qw, span, params.k)
-    rows = [
-        ["largest |element|", acc.element_max],
-        ["largest |product| = element_max²", acc.max_product],
-        ["products summed per scale (block or K)", acc.accumulation_span],
-        ["largest |sum| seen, per block", acc.observed_max_abs_block_sum],
-        ["largest |sum| seen, whole K", acc.observed_max_abs_sum],
-    ]
-    if acc.integer:
-        assert acc.int16_max_k is not None and acc.int32_max_k is not None
-        rows += [
-            ["K that always fits int16 (⌊32767 / max product⌋)", acc.int16_max_k],
-            ["K at which int16 can overflow", acc.int16_overflow_k],
-            ["K that always fits int32", acc.int32_max_k],
-            ["outputs here beyond int16 over the whole K", acc.outputs_beyond_int16],
-        ]
-        ctx.log(
-            f"{fmt} products are integers up to {acc.max_product:g}: an int16 accumulator can "
-            f"overflow from K = {acc.int16_overflow_k}, so integer GEMMs accumulate in int32, "
-            f"which holds any K up to {acc.int32_max_k:,}."
-        )
-    else:
-        ctx.log(
-            f"{fmt} element products (up to {acc.max_product:g}) are summed in float32 by tensor "
-            "cores: overflow is not the risk, precision is (float32 keeps 24 significant bits)."
-        )
-    ctx.table("accumulator", ["quantity", "value"], rows)
-
-    asym = None
-    if fmt in INTEGER_FORMATS:
-        ctx.progress(0.75, "zero points: the cross terms")
-        asym = _asymmetric(params, a, w)
-        ctx.table(
-            f"asymmetric {fmt} ({asym.granularity}): x = s·(q − z), Σ x·w = s_a·s_w·(Σ q_a·q_w "
-            "− z_w·Σ q_a − z_a·Σ q_w + K·z_a·z_w)",
-            ["terms kept", "relative error vs dequantized product"],
-            [
-                ["s_a·s_w·Σ q_a·q_w only (zero points ignored)", asym.rel_error_main_term_only],
-                ["+ both cross terms", asym.rel_error_without_constant],
-                ["+ the constant K·z_a·z_w (all four)", asym.rel_error_all_terms],
-            ],
-        )
-        ctx.log(
-            "The z_w·Σ q_a term needs a sum over K of each activation row at run time; Σ q_w is "
-            "known per weight row in advance, so z_a·Σ q_w and K·z_a·z_w cost one rank-1 update. "
-            "With symmetric weights (z_w = 0) only that cheap term is left, which is why weights "
-            "are usually quantized symmetrically."
-        )
-
-    ctx.progress(0.9, "chart")
-    ctx.plot(
-        "Relative error against the fp32 product",
-        plots.bar_chart(
-            [p.name.split(" ")[0] + " " + p.granularity for p in placements],
-            [p.rel_error_vs_fp32 * PERCENT for p in placements],
-            title=f"{fmt}: where the scales are applied",
-            value_label="relative error vs fp32 (%)",
-        ),
-        {
-            p.name: {"vs_fp32": p.rel_error_vs_fp32, "vs_dequantized": p.rel_error_vs_dequantized}
-            for p in placements
-        },
-    )
-    ctx.progress(1.0, "done")
+    asym = _asymmetric(params, a, w) if fmt in INTEGER_FORMATS else None
     assert math.isfinite(rel_b) and math.isfinite(rel_c)
-    return Result(
+    result = Result(
         format=fmt,
         m=params.m,
         k=params.k,
@@ -467,12 +382,13 @@ def run(params: Params, ctx: Context) -> Result:
         rel_error_a=rel_a,
         rel_error_b=rel_b,
         rel_error_c=rel_c,
-        c_over_b=c_over_b,
+        c_over_b=rel_c / rel_b if rel_b else None,
         accumulator=acc,
         int16_overflow_k=acc.int16_overflow_k,
         int32_max_k=acc.int32_max_k,
         asymmetric=asym,
     )
+    return Product(result, chosen.scales_vary_along_k)
 
 
 LAB = Lab(

@@ -7,16 +7,14 @@ dequantization), or it must be converted to a wider type when loaded
 (*upcast*, the memory saving is lost) — or no common engine runs it at all
 (*unsupported*: only an offline conversion to a type the GPU has).
 
-The decision is a table of compute-capability thresholds (``RULES``), each
-row citing its source. It needs only the capability, so it also covers a GPU
-that is not in ``labs.gpus`` (``gpu="auto"`` reads the worker's own card with
-``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
+The decision is a table of compute-capability thresholds (``RULES``, in
+``labs.format_rules``), each row citing its source. It needs only the capability,
+so it also covers a GPU that is not in ``labs.gpus`` (``gpu="auto"`` reads the
+worker's own card with ``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,14 +22,21 @@ from pydantic import BaseModel, Field
 
 from labs import memory
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.format_rules import (  # noqa: F401 - the rules are part of this lab's API
+    FORMATS,
+    PATH_MEANING,
+    RULES,
+    FormatKey,
+    FormatSpec,
+    Path,
+    Rule,
+    Source,
+)
 from labs.gpus import GPU, GPUS, GpuId
+from labs.hardware import nvidia_smi
 from labs.models import ModelId, get_model
 
-FormatKey = Literal[
-    "bf16", "fp16", "fp8", "int8", "w8a8-int8", "awq", "gptq", "mxfp4", "nvfp4", "q4_0"
-]
 GpuChoice = Literal[GpuId, "auto"]
-Path = Literal["native", "emulated", "upcast", "unsupported"]
 
 # Decode reads every weight once per step: weight bytes relative to bf16 are
 # the memory-bound speed ratio. 16 = bits per bf16 value.
@@ -40,347 +45,7 @@ BITS_PER_BYTE = 8
 # Bits per parameter are computed on a typical projection matrix so that
 # per-channel scales (one per row) are counted, not just the block scales.
 REFERENCE_MATRIX = (4096, 4096)
-NVIDIA_SMI = "nvidia-smi"
-NVIDIA_SMI_TIMEOUT_S = 15.0
 SMI_QUERY = ("name", "compute_cap", "memory.total")
-
-PATH_MEANING: dict[str, str] = {
-    "native": "the tensor cores read this type directly: memory, bandwidth and matmul "
-    "throughput all improve",
-    "emulated": "the weights stay compact in memory and a kernel widens them to 16 bits in "
-    "registers before a 16-bit matmul: memory and decode bandwidth improve, matmul "
-    "throughput does not",
-    "upcast": "the weights are converted to a wider type when loaded: the file's memory "
-    "saving is gone on this GPU",
-    "unsupported": "no common engine runs this file on this GPU; it runs only after an "
-    "offline conversion to a wider type",
-}
-
-
-@dataclass(frozen=True)
-class Source:
-    title: str
-    url: str
-
-
-PTX_MMA = Source(
-    "PTX ISA: warp-level mma (bf16/tf32 need sm_80, e4m3/e5m2 need sm_89; block-scaled "
-    "mxf4/mxf4nvf4 kinds need sm_100a/sm_120a)",
-    "https://docs.nvidia.com/cuda/parallel-thread-execution/#warp-level-matrix-instructions-mma",
-)
-CUDA_GUIDE = Source(
-    "CUDA C++ Programming Guide: compute capabilities and tensor-core (wmma) element types",
-    "https://docs.nvidia.com/cuda/cuda-c-programming-guide/#compute-capabilities",
-)
-VLLM_HW = Source(
-    "vLLM: supported hardware for quantization kernels (Volta 7.0, Turing 7.5, Ampere 8.0/8.6, "
-    "Ada 8.9, Hopper 9.0)",
-    "https://docs.vllm.ai/en/v0.11.2/features/quantization/",
-)
-VLLM_BF16 = Source(
-    "vLLM: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0 … "
-    "use float16 instead (--dtype=half)'",
-    "https://github.com/vllm-project/vllm/blob/v0.6.6/vllm/worker/worker.py",
-)
-# The Marlin gates are pinned to the release the rules encode: vLLM v0.11.2 (November
-# 2025) requires capability 8.0. Later releases (vllm-project/vllm PR #29901, December
-# 2025) run FP8 and NVFP4 Marlin on Turing 7.5 too, with fp16 activations; MXFP4 Marlin
-# still needs bf16 activations, so 8.0.
-VLLM_RULES_VERSION = "v0.11.2"
-VLLM_FP8_MARLIN = Source(
-    f"vLLM {VLLM_RULES_VERSION} marlin_utils_fp8.py: is_fp8_marlin_supported() = capability "
-    ">= 8.0 (weight-only FP8 on GPUs without FP8 tensor cores)",
-    f"https://github.com/vllm-project/vllm/blob/{VLLM_RULES_VERSION}/vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py",
-)
-VLLM_FP4_MARLIN = Source(
-    f"vLLM {VLLM_RULES_VERSION} marlin_utils_fp4.py: is_fp4_marlin_supported() = capability "
-    ">= 8.0 (weight-only FP4 on GPUs without FP4 tensor cores)",
-    f"https://github.com/vllm-project/vllm/blob/{VLLM_RULES_VERSION}/vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py",
-)
-VLLM_TURING_MARLIN = Source(
-    "vLLM PR #29901 (after v0.11.2): Marlin kernels on Turing (sm75) for GPTQ, AWQ, FP8 and "
-    "NVFP4 weights with fp16 activations; not MXFP4, which needs bf16 activations",
-    "https://github.com/vllm-project/vllm/pull/29901",
-)
-MARLIN = Source(
-    "Marlin: mixed-precision int4 × fp16 kernel for Ampere and newer (sm_80+)",
-    "https://github.com/IST-DASLab/marlin",
-)
-LLAMA_MMQ = Source(
-    "llama.cpp mmq.cuh: quantized matmul with int8 tensor-core mma on Turing+ and dp4a on "
-    "Pascal 6.1+; activations quantized to q8_1",
-    "https://github.com/ggml-org/llama.cpp/blob/master/ggml/src/ggml-cuda/mmq.cuh",
-)
-AMPERE_WP = Source(
-    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (BF16/TF32 tensor cores)",
-    "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf",
-)
-BLACKWELL = Source(
-    "NVIDIA Blackwell architecture: FP4/FP6 tensor cores with MX and NVFP4 block scaling",
-    "https://resources.nvidia.com/en-us-blackwell-architecture",
-)
-
-
-@dataclass(frozen=True)
-class FormatSpec:
-    key: str
-    title: str
-    memory_key: str  # labs.memory.WEIGHT_FORMATS key: how the file stores the weights
-    native_type: str | None  # labs.gpus tensor type that makes this format native
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Holds for a GPU whose compute capability is at least ``min_sm`` (major×10+minor)."""
-
-    min_sm: int
-    path: Path
-    kernel: str
-    compute: str  # what the matmul runs in: a dense_tflops key, or "fp32" for CUDA cores
-    sources: tuple[Source, ...]
-    upcast_to: str | None = None  # memory.WEIGHT_FORMATS key of what is resident
-    # memory.WEIGHT_FORMATS key of a compact repacking at load (same element type,
-    # fewer side tensors): Marlin drops a symmetric GPTQ file's qzeros and g_idx.
-    repacked_to: str | None = None
-    note: str = ""
-
-
-FORMATS: dict[str, FormatSpec] = {
-    f.key: f
-    for f in (
-        FormatSpec("bf16", "bf16 (bfloat16 weights and activations)", "bf16", "bf16"),
-        FormatSpec("fp16", "fp16 (IEEE half weights and activations)", "fp16", "fp16"),
-        FormatSpec(
-            "fp8", "FP8 W8A8 (E4M3 weights and activations, per-channel scales)", "fp8", "fp8_e4m3"
-        ),
-        FormatSpec("int8", "int8 weight-only (W8A16, per-channel scales)", "int8", None),
-        FormatSpec(
-            "w8a8-int8",
-            "int8 W8A8 (SmoothQuant-style int8 weights and activations)",
-            "int8",
-            "int8",
-        ),
-        FormatSpec("awq", "int4 AWQ (W4A16, group 128, zero points)", "awq", None),
-        FormatSpec("gptq", "int4 GPTQ (W4A16, group 128, symmetric, no act-order)", "gptq", None),
-        FormatSpec("mxfp4", "MXFP4 (OCP MX: E2M1, E8M0 scale per 32)", "mxfp4", "mxfp4"),
-        FormatSpec("nvfp4", "NVFP4 (E2M1, E4M3 scale per 16, fp32 tensor scale)", "nvfp4", "nvfp4"),
-        FormatSpec("q4_0", "GGUF Q4_0 (4-bit, fp16 scale per 32)", "q4_0", None),
-    )
-}
-
-SM_AMPERE, SM_TURING, SM_VOLTA, SM_ADA, SM_BLACKWELL, SM_PASCAL_DP4A = 80, 75, 70, 89, 100, 61
-_OFFLINE = "dequantize offline to fp16"
-_MARLIN_VERSION = (
-    f"capability 8.0 is vLLM {VLLM_RULES_VERSION}'s Marlin gate; releases after it (PR #29901) "
-    "also run this Marlin path on Turing 7.5 with fp16 activations"
-)
-
-# Rows in descending min_sm; the first row a GPU reaches applies. Every format ends
-# with a min_sm=0 row, so every capability gets an answer.
-RULES: dict[str, tuple[Rule, ...]] = {
-    "bf16": (
-        Rule(SM_AMPERE, "native", "cuBLAS bf16 GEMM on tensor cores", "bf16", (PTX_MMA, AMPERE_WP)),
-        Rule(
-            0,
-            "upcast",
-            "no bf16 tensor cores before sm_80: engines refuse bf16 and ask for --dtype half",
-            "fp16",
-            (VLLM_BF16, CUDA_GUIDE),
-            upcast_to="fp16",
-            note="fp16 keeps the 2 bytes but overflows above 65504, a range bf16 models use; "
-            "fp32 is safe and doubles the bytes",
-        ),
-    ),
-    "fp16": (
-        Rule(SM_VOLTA, "native", "cuBLAS fp16 GEMM on tensor cores", "fp16", (CUDA_GUIDE,)),
-        Rule(
-            0,
-            "emulated",
-            "fp16 GEMM on CUDA cores (no tensor cores before sm_70)",
-            "fp32",
-            (CUDA_GUIDE,),
-        ),
-    ),
-    "fp8": (
-        Rule(
-            SM_ADA,
-            "native",
-            "cuBLASLt / CUTLASS FP8 GEMM (E4M3 × E4M3, fp32 accumulate)",
-            "fp8",
-            (PTX_MMA, VLLM_HW),
-        ),
-        Rule(
-            SM_AMPERE,
-            "emulated",
-            "FP8 Marlin: weight-only, E4M3 weights widened to bf16 in registers; "
-            "activations stay bf16",
-            "bf16",
-            (VLLM_FP8_MARLIN, VLLM_HW),
-            note="the activation scales of the file are unused; " + _MARLIN_VERSION,
-        ),
-        Rule(
-            0,
-            "unsupported",
-            f"no FP8 kernel below sm_80 in vLLM {VLLM_RULES_VERSION} (FP8 W8A8 and FP8 Marlin "
-            "need 8.0+)",
-            "fp16",
-            (VLLM_HW, VLLM_FP8_MARLIN, VLLM_TURING_MARLIN),
-            upcast_to="fp16",
-            note=_OFFLINE + " (2× the bytes); " + _MARLIN_VERSION,
-        ),
-    ),
-    "int8": (
-        Rule(
-            SM_AMPERE,
-            "emulated",
-            "weight-only int8 GEMM (Marlin 8-bit, TensorRT-LLM weight-only): int8 widened to bf16",
-            "bf16",
-            (VLLM_HW, MARLIN),
-        ),
-        Rule(
-            0,
-            "emulated",
-            "weight-only int8 GEMM (GPTQ 8-bit exllama, TensorRT-LLM): int8 widened to fp16",
-            "fp16",
-            (VLLM_HW,),
-        ),
-    ),
-    "w8a8-int8": (
-        Rule(
-            SM_TURING,
-            "native",
-            "int8 × int8 GEMM on tensor cores (IMMA), int32 accumulate",
-            "int8",
-            (CUDA_GUIDE, VLLM_HW),
-        ),
-        Rule(
-            0,
-            "unsupported",
-            "no int8 tensor cores on Volta; vLLM runs INT8 W8A8 on Turing and newer only",
-            "fp16",
-            (VLLM_HW, CUDA_GUIDE),
-            upcast_to="fp16",
-            note="serve the weights weight-only (int8 path) or " + _OFFLINE,
-        ),
-    ),
-    "awq": (
-        Rule(
-            SM_AMPERE,
-            "emulated",
-            "AWQ Marlin: int4 widened to bf16/fp16 in registers, 16-bit MMA",
-            "bf16",
-            (MARLIN, VLLM_HW),
-        ),
-        Rule(
-            SM_TURING,
-            "emulated",
-            "AWQ GEMM kernel (vLLM awq, min capability 7.5), fp16 only",
-            "fp16",
-            (VLLM_HW,),
-        ),
-        Rule(
-            0,
-            "unsupported",
-            "AWQ kernels need sm_75; vLLM lists AWQ ❌ on Volta",
-            "fp16",
-            (VLLM_HW,),
-            upcast_to="fp16",
-            note="use a GPTQ checkpoint of the same model (GPTQ runs on Volta) or " + _OFFLINE,
-        ),
-    ),
-    "gptq": (
-        Rule(
-            SM_AMPERE,
-            "emulated",
-            "GPTQ Marlin (Machete on sm_90): int4 widened to bf16 in registers; the "
-            "repacked weights keep the fp16 scales and drop the file's qzeros and g_idx "
-            "(with act-order, desc_act, g_idx stays, with a permutation)",
-            "bf16",
-            (MARLIN, VLLM_HW),
-            repacked_to="int4",
-        ),
-        Rule(
-            0,
-            "emulated",
-            "GPTQ exllama kernels (vLLM gptq, min capability 6.0), fp16 only",
-            "fp16",
-            (VLLM_HW,),
-        ),
-    ),
-    "mxfp4": (
-        Rule(
-            SM_BLACKWELL,
-            "native",
-            "block-scaled FP4 MMA (kind::mxf4): E2M1 × E2M1 with E8M0 scales in hardware",
-            "fp4",
-            (PTX_MMA, BLACKWELL),
-        ),
-        Rule(
-            SM_AMPERE,
-            "emulated",
-            "weight-only MXFP4 (Marlin / Triton matmul_ogs, as gpt-oss runs on Hopper): "
-            "E2M1 widened to bf16",
-            "bf16",
-            (VLLM_FP4_MARLIN,),
-            note=f"capability 8.0 is vLLM {VLLM_RULES_VERSION}'s FP4 Marlin gate",
-        ),
-        Rule(
-            0,
-            "unsupported",
-            "no MXFP4 kernel below sm_80 (MXFP4 Marlin needs bf16 activations)",
-            "fp16",
-            (VLLM_FP4_MARLIN, VLLM_TURING_MARLIN),
-            upcast_to="fp16",
-            note=_OFFLINE + f" (3.8× the bytes); capability 8.0 is vLLM {VLLM_RULES_VERSION}'s FP4 "
-            "Marlin gate, and later releases keep MXFP4 Marlin at 8.0+ because it needs bf16 "
-            "activations",
-        ),
-    ),
-    "nvfp4": (
-        Rule(
-            SM_BLACKWELL,
-            "native",
-            "block-scaled FP4 MMA (kind::mxf4nvf4): E2M1 with E4M3 scales per 16 in hardware",
-            "fp4",
-            (PTX_MMA, BLACKWELL),
-        ),
-        Rule(
-            SM_AMPERE,
-            "emulated",
-            "FP4 Marlin: weight-only, E2M1 × E4M3-scale widened to bf16 in registers",
-            "bf16",
-            (VLLM_FP4_MARLIN,),
-            note=_MARLIN_VERSION,
-        ),
-        Rule(
-            0,
-            "unsupported",
-            f"no NVFP4 kernel below sm_80 in vLLM {VLLM_RULES_VERSION} (FP4 Marlin needs 8.0)",
-            "fp16",
-            (VLLM_FP4_MARLIN, VLLM_TURING_MARLIN),
-            upcast_to="fp16",
-            note=_OFFLINE + " (3.6× the bytes); " + _MARLIN_VERSION,
-        ),
-    ),
-    "q4_0": (
-        Rule(
-            SM_TURING,
-            "emulated",
-            "llama.cpp MMQ: Q4_0 unpacked to int8, activations quantized to q8_1, "
-            "int8 tensor-core mma",
-            "int8",
-            (LLAMA_MMQ, VLLM_HW),
-        ),
-        Rule(
-            SM_PASCAL_DP4A,
-            "emulated",
-            "llama.cpp MMQ with dp4a (4-way int8 dot products on CUDA cores)",
-            "fp32",
-            (LLAMA_MMQ,),
-        ),
-        Rule(0, "emulated", "llama.cpp: dequantize to fp16, then cuBLAS", "fp16", (LLAMA_MMQ,)),
-    ),
-}
 
 
 def sm_of(compute_capability: float) -> int:
@@ -484,21 +149,18 @@ def match_registry(name: str, memory_mib: float | None) -> str | None:
     return None
 
 
-def read_worker_gpu(ctx: Context) -> tuple[DetectedGpu | None, str]:
-    """The worker's first GPU via nvidia-smi, and what happened (for the log)."""
-    if shutil.which(NVIDIA_SMI) is None:
+def read_worker_gpu(log: list[str]) -> tuple[DetectedGpu | None, str]:
+    """The worker's first GPU via nvidia-smi, and what happened; the command it ran is
+    appended to ``log``."""
+    if not nvidia_smi.installed():
         return None, "nvidia-smi is not on this worker's PATH: no NVIDIA driver here"
-    argv = [NVIDIA_SMI, f"--query-gpu={','.join(SMI_QUERY)}", "--format=csv,noheader,nounits"]
-    ctx.log("$ " + " ".join(argv))
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"nvidia-smi failed: {exc}"
-    out = (proc.stdout or "").strip()
-    if proc.returncode != 0 or not out:
-        return None, f"nvidia-smi exited {proc.returncode}: {(proc.stderr or out).strip()[:200]}"
+    log.append("$ " + " ".join(nvidia_smi.argv(SMI_QUERY)))
+    reply = nvidia_smi.query(SMI_QUERY)
+    if reply.returncode is None:
+        return None, reply.error or "nvidia-smi did not run"
+    out = reply.stdout.strip()
+    if reply.returncode != 0 or not out:
+        return None, f"nvidia-smi exited {reply.returncode}: {(reply.stderr or out).strip()[:200]}"
     detected = parse_smi(out)
     return detected, out if detected else f"could not parse nvidia-smi output: {out[:200]}"
 
@@ -657,13 +319,14 @@ class _Target:
     note: str | None
 
 
-def _target(params: Params, ctx: Context) -> _Target:
-    """The GPU to decide for: a registry entry, or the worker's own card with gpu='auto'."""
+def _target(params: Params, log: list[str]) -> _Target:
+    """The GPU to decide for: a registry entry, or the worker's own card with gpu='auto'
+    (what reading it said is appended to ``log``)."""
     if params.gpu != "auto":
         g = GPUS[params.gpu]
         return _Target(g.id, g.name, sm_of(g.compute_capability), g, None, None)
-    detected, detail = read_worker_gpu(ctx)
-    ctx.log(detail)
+    detected, detail = read_worker_gpu(log)
+    log.append(detail)
     if detected is None:
         g = GPUS[AUTO_FALLBACK_GPU]
         note = f"gpu=auto: {detail}; showing the registry's {g.name} instead."
@@ -681,14 +344,23 @@ def _target(params: Params, ctx: Context) -> _Target:
 
 
 def run(params: Params, ctx: Context) -> Result:
+    from labs.presenters.format_support import present
+
+    detection_log: list[str] = []
+    result = assess(params, detection_log)
+    present(result, detection_log, ctx)
+    return result
+
+
+def assess(params: Params, detection_log: list[str]) -> Result:
+    """The path the format takes on the chosen GPU, its bytes and speed bounds, and the
+    same decision for every GPU in the registry. Reading the worker's own GPU
+    (gpu='auto') appends what happened to ``detection_log``."""
     spec = FORMATS[params.format]
-    ctx.progress(0.05, "choosing the GPU")
-    target = _target(params, ctx)
+    target = _target(params, detection_log)
     gpu_id, name, sm, reg = target.gpu_id, target.name, target.sm, target.registry
     notes = [target.note] if target.note else []
-    detected_text = target.detected
     rule = decide(spec.key, sm)
-    ctx.progress(0.3, "looking up the kernel path")
     model = get_model(params.model)
     file_bytes = memory.weight_bytes(model, spec.memory_key)
     resident = resident_key(spec.key, rule)
@@ -699,31 +371,8 @@ def run(params: Params, ctx: Context) -> Result:
     bf16_read = memory.weight_bytes_read_per_step(model, "bf16", 1, 1)
     whole_model_bound = bf16_read / memory.weight_bytes_read_per_step(model, resident, 1, 1)
     speedup = compute_speedup(reg, rule)
-
-    rows = [
-        _gpu_row(spec.key, g.id, g.name, sm_of(g.compute_capability), g, params.model)
-        for g in sorted(GPUS.values(), key=lambda g: (g.compute_capability, g.memory_gb))
-    ]
-    if reg is None:
-        rows.append(_gpu_row(spec.key, gpu_id, name, sm, None, params.model))
-    elif sm != sm_of(reg.compute_capability):
-        rows.append(_gpu_row(spec.key, f"worker: {name}", name, sm, reg, params.model))
-
-    cc = f"{sm // 10}.{sm % 10}"
-    native = rule.path == "native"
-    verdict = f"{spec.title} on {name} (sm_{sm}): {rule.path} — {rule.kernel}."
-    if rule.upcast_to and resident_bytes != file_bytes:
-        verdict += (
-            f" Resident as {rule.upcast_to}: {memory.gb(resident_bytes):.2f} GB instead of the "
-            f"file's {memory.gb(file_bytes):.2f} GB."
-        )
-    elif rule.upcast_to:
-        verdict += f" Resident as {rule.upcast_to}: the same bytes, a different range."
-    elif rule.repacked_to:
-        verdict += (
-            f" Repacked at load to {memory.gb(resident_bytes):.2f} GB from the file's "
-            f"{memory.gb(file_bytes):.2f} GB."
-        )
+    rows = _per_gpu(spec.key, target, params.model)
+    verdict = _verdict(spec, name, sm, rule, file_bytes, resident_bytes)
     if rule.note:
         notes.append(rule.note)
     memory_text = (
@@ -742,105 +391,20 @@ def run(params: Params, ctx: Context) -> Result:
             + "; ".join(f"{p} on {', '.join(ids)}" for p, ids in by_path.items() if ids)
             + "."
         )
-
-    ctx.table(
-        f"{spec.title}: kernel path on each GPU",
-        [
-            "GPU",
-            "sm",
-            "path",
-            "kernel",
-            "matmul in",
-            "bits/param resident (projection matrix)",
-            f"{model.name} weights (GB)",
-            "fits (weights only)",
-            "batch-1 decode bound (tokens/s)",
-            "matmul peak vs 16-bit",
-        ],
-        [
-            [
-                r.gpu,
-                r.compute_capability,
-                r.path,
-                r.kernel,
-                r.compute,
-                r.resident_bits_per_param,
-                round(r.weights_gb, 2),
-                r.fits_weights_only,
-                None
-                if r.decode_tokens_per_s_bound is None
-                else round(r.decode_tokens_per_s_bound, 1),
-                None if r.compute_speedup is None else round(r.compute_speedup, 2),
-            ]
-            for r in rows
-        ],
-    )
-    ctx.table(
-        f"Capability thresholds for {spec.key}",
-        ["from compute capability", "path", "kernel", "note", "sources"],
-        [
-            [
-                f"{x.min_sm // 10}.{x.min_sm % 10}",
-                x.path,
-                x.kernel,
-                x.note,
-                "; ".join(s.url for s in x.sources),
-            ]
-            for x in RULES[spec.key]
-        ],
-    )
-    ctx.progress(0.6, "bytes per parameter")
-    ctx.metric("file_bits_per_param", file_bits, "bits", "stored bits per parameter")
-    ctx.metric("resident_bits_per_param", resident_bits, "bits", f"bits per parameter on {name}")
-    ctx.metric(
-        "decode_bytes_ratio", ratio, "× bf16", "decode weight bytes vs bf16, per projection matrix"
-    )
-    ctx.metric(
-        "decode_speedup_bound_whole_model",
-        whole_model_bound,
-        "× bf16",
-        "memory-bound decode speedup over bf16, whole model",
-    )
-    if speedup is not None:
-        ctx.metric("compute_speedup", speedup, "× 16-bit", "matmul peak vs 16-bit")
-
-    from labs import plots
-
-    plotted = [r for r in rows if r.decode_tokens_per_s_bound is not None]
-    labels = [f"{r.gpu} ({r.path})" for r in plotted]
-    values = [r.decode_tokens_per_s_bound or 0.0 for r in plotted]
-    ctx.plot(
-        f"Batch-1 decode upper bound for {model.name} in {spec.key}, by GPU",
-        plots.bar_chart(
-            labels,
-            values,
-            title=f"{model.name}, {spec.key}",
-            value_label="tokens/s (peak bandwidth ÷ weight bytes)",
-        ),
-        {"labels": labels, "tokens_per_s": values},
-    )
     quantized = memory.WEIGHT_FORMATS[resident].quantized
-    speed = _speed_text(rule, ratio, whole_model_bound, speedup, quantized)
-    ctx.log(verdict)
-    ctx.log(f"Meaning: {PATH_MEANING[rule.path]}.")
-    ctx.log(f"Speed: {speed}")
-    ctx.log(f"Memory: {memory_text}")
-    for note in notes:
-        ctx.log(note)
     sources = {s.url: s for x in RULES[spec.key] for s in x.sources}
-    ctx.progress(1.0, "done")
     return Result(
         format=spec.key,
         format_title=spec.title,
         gpu=gpu_id,
         gpu_name=name,
-        compute_capability=cc,
+        compute_capability=f"{sm // 10}.{sm % 10}",
         path=rule.path,
         meaning=PATH_MEANING[rule.path],
         kernel=rule.kernel,
         compute=rule.compute,
         upcast_to=rule.upcast_to,
-        native=native,
+        native=rule.path == "native",
         file_bits_per_param=file_bits,
         resident_bits_per_param=resident_bits,
         decode_bytes_ratio=ratio,
@@ -851,13 +415,47 @@ def run(params: Params, ctx: Context) -> Result:
         weights_file_gb=memory.gb(file_bytes),
         weights_resident_gb=memory.gb(resident_bytes),
         verdict=verdict,
-        speed=speed,
+        speed=_speed_text(rule, ratio, whole_model_bound, speedup, quantized),
         memory=memory_text,
         notes=notes,
-        detected=detected_text,
+        detected=target.detected,
         per_gpu=rows,
         sources=[SourceRef(title=s.title, url=s.url) for s in sources.values()],
     )
+
+
+def _per_gpu(format_key: str, target: _Target, model_id: str) -> list[GpuPath]:
+    """The decision on every registry GPU (by capability, then memory), plus the worker's
+    own card where the registry does not describe it."""
+    rows = [
+        _gpu_row(format_key, g.id, g.name, sm_of(g.compute_capability), g, model_id)
+        for g in sorted(GPUS.values(), key=lambda g: (g.compute_capability, g.memory_gb))
+    ]
+    reg, sm, name = target.registry, target.sm, target.name
+    if reg is None:
+        rows.append(_gpu_row(format_key, target.gpu_id, name, sm, None, model_id))
+    elif sm != sm_of(reg.compute_capability):
+        rows.append(_gpu_row(format_key, f"worker: {name}", name, sm, reg, model_id))
+    return rows
+
+
+def _verdict(
+    spec: FormatSpec, name: str, sm: int, rule: Rule, file_bytes: int, resident_bytes: int
+) -> str:
+    verdict = f"{spec.title} on {name} (sm_{sm}): {rule.path} — {rule.kernel}."
+    if rule.upcast_to and resident_bytes != file_bytes:
+        verdict += (
+            f" Resident as {rule.upcast_to}: {memory.gb(resident_bytes):.2f} GB instead of the "
+            f"file's {memory.gb(file_bytes):.2f} GB."
+        )
+    elif rule.upcast_to:
+        verdict += f" Resident as {rule.upcast_to}: the same bytes, a different range."
+    elif rule.repacked_to:
+        verdict += (
+            f" Repacked at load to {memory.gb(resident_bytes):.2f} GB from the file's "
+            f"{memory.gb(file_bytes):.2f} GB."
+        )
+    return verdict
 
 
 LAB = Lab(

@@ -24,6 +24,8 @@ at that batch (None, "does not fit"): it could not run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, Field
 
 from labs import memory
@@ -207,15 +209,21 @@ def _shown(value: float | None, digits: int) -> float | str:
     return DOES_NOT_FIT if value is None else round(value, digits)
 
 
-def run(params: Params, ctx: Context) -> Result:
-    p = params
-    model = get_model(p.model)
-    gpu = get_gpu(p.gpu)
-    ctx.progress(0.1, "bf16 baseline")
-    base = _scenario(p, model, gpu, "bf16", "bf16", "bf16")
-    ctx.progress(0.4, "fp8")
-    fp8 = _scenario(p, model, gpu, "fp8", "fp8", "fp8" if p.fp8_kv_cache else "bf16")
+@dataclass(frozen=True)
+class Savings:
+    """The computed result and its figure's curves: per scenario, (batches, step ms)."""
 
+    result: Result
+    curves: dict[str, tuple[list[int], list[float]]]
+
+
+def run(params: Params, ctx: Context) -> Result:
+    savings = compare(params)
+    present(savings, params, ctx)
+    return savings.result
+
+
+def _notes(p: Params, gpu: GPU, base: Scenario, fp8: Scenario) -> list[str]:
     notes = []
     if not gpu.supports("fp8_e4m3"):
         notes.append(
@@ -231,6 +239,35 @@ def run(params: Params, ctx: Context) -> Result:
             notes.append(
                 f"{s.name}: not one sequence of {p.context_tokens} tokens fits after the weights."
             )
+    return notes
+
+
+def _curves(
+    p: Params, model: ModelConfig, gpu: GPU, scenarios: tuple[Scenario, ...]
+) -> dict[str, tuple[list[int], list[float]]]:
+    """Decode step time (ms) at up to PLOT_POINTS batches, each up to what fits."""
+    top = max(*(s.max_batch for s in scenarios), p.batch)
+    xs = sorted({max(1, round(top * i / PLOT_POINTS)) for i in range(PLOT_POINTS + 1)})
+    return {
+        s.name: (
+            [b for b in xs if b <= s.max_batch],
+            [
+                _step(p, model, gpu, s.weight_format, s.kv_dtype, b).seconds * memory.MS_PER_S
+                for b in xs
+                if b <= s.max_batch
+            ],
+        )
+        for s in scenarios
+    }
+
+
+def compare(params: Params) -> Savings:
+    """The same deployment in bf16 and in fp8: memory per GPU, step time and batch."""
+    p = params
+    model = get_model(p.model)
+    gpu = get_gpu(p.gpu)
+    base = _scenario(p, model, gpu, "bf16", "bf16", "bf16")
+    fp8 = _scenario(p, model, gpu, "fp8", "fp8", "fp8" if p.fp8_kv_cache else "bf16")
     gain = (
         fp8.tokens_per_s_under_target / base.tokens_per_s_under_target
         if base.tokens_per_s_under_target
@@ -240,7 +277,75 @@ def run(params: Params, ctx: Context) -> Result:
     if base.step_ms is not None and fp8.step_ms is not None:
         step_ms_saved = base.step_ms - fp8.step_ms
         speedup = base.step_ms / fp8.step_ms
+    result = Result(
+        model=model.id,
+        gpu=gpu.id,
+        tensor_parallel=p.tensor_parallel,
+        batch=p.batch,
+        context_tokens=p.context_tokens,
+        bf16=base,
+        fp8=fp8,
+        weights_saved_gb_per_gpu=gb(base.weights_bytes_per_gpu - fp8.weights_bytes_per_gpu),
+        kv_saved_gb_per_gpu=gb(base.kv_bytes_per_gpu - fp8.kv_bytes_per_gpu),
+        step_ms_saved=step_ms_saved,
+        speedup_same_batch=speedup,
+        max_batch_bf16=base.max_batch,
+        max_batch_fp8=fp8.max_batch,
+        throughput_gain_at_target=gain,
+        notes=_notes(p, gpu, base, fp8),
+    )
+    return Savings(result, _curves(p, model, gpu, (base, fp8)))
 
+
+def present(savings: Savings, p: Params, ctx: Context) -> None:
+    """The side-by-side table, the headline metrics, the step-time figure and the notes."""
+    r = savings.result
+    model = get_model(r.model)
+    base, fp8 = r.bf16, r.fp8
+    ctx.progress(0.1, "bf16 baseline")
+    ctx.progress(0.4, "fp8")
+    _table(r, p, ctx)
+    ctx.metric("weights_saved_gb_per_gpu", r.weights_saved_gb_per_gpu, "GB")
+    if r.speedup_same_batch is not None:
+        ctx.metric("speedup_same_batch", r.speedup_same_batch, "×")
+    ctx.metric("max_batch_bf16", base.max_batch, "sequences")
+    ctx.metric("max_batch_fp8", fp8.max_batch, "sequences")
+    if r.throughput_gain_at_target is not None:
+        ctx.metric("throughput_gain_at_target", r.throughput_gain_at_target, "×")
+
+    from labs import plots
+
+    ctx.plot(
+        "Decode step time vs batch (up to the largest batch that fits)",
+        plots.line_chart(
+            savings.curves,
+            title=f"{model.name}, {p.context_tokens} cached tokens per sequence",
+            x_label="batch (sequences)",
+            y_label="step time (ms per token)",
+            hlines={"latency target": p.latency_target_ms},
+        ),
+        {name: {"batch": v[0], "step_ms": v[1]} for name, v in savings.curves.items()},
+    )
+    for note in r.notes:
+        ctx.log(note)
+    if base.step_ms is not None and fp8.step_ms is not None:
+        same = (
+            f"Same batch {p.batch}: {base.step_ms:.1f} ms → {fp8.step_ms:.1f} ms per step "
+            f"({r.speedup_same_batch:.2f}×)."
+        )
+    else:
+        steps = ", ".join(
+            f"{s.name} {DOES_NOT_FIT if s.step_ms is None else f'{s.step_ms:.1f} ms per step'}"
+            for s in (base, fp8)
+        )
+        same = f"Same batch {p.batch}: {steps}."
+    ctx.log(f"{same} Largest batch that fits: {base.max_batch} → {fp8.max_batch}.")
+    ctx.progress(1.0, "done")
+
+
+def _table(r: Result, p: Params, ctx: Context) -> None:
+    model, gpu = get_model(r.model), get_gpu(r.gpu)
+    base, fp8 = r.bf16, r.fp8
     ctx.table(
         f"{model.name} on {p.tensor_parallel} × {gpu.name}, batch {p.batch}, {p.context_tokens} cached tokens",
         ["", "bf16", "fp8"],
@@ -282,74 +387,6 @@ def run(params: Params, ctx: Context) -> Result:
                 round(fp8.tokens_per_s_under_target, 1),
             ],
         ],
-    )
-    ctx.metric(
-        "weights_saved_gb_per_gpu", gb(base.weights_bytes_per_gpu - fp8.weights_bytes_per_gpu), "GB"
-    )
-    if speedup is not None:
-        ctx.metric("speedup_same_batch", speedup, "×")
-    ctx.metric("max_batch_bf16", base.max_batch, "sequences")
-    ctx.metric("max_batch_fp8", fp8.max_batch, "sequences")
-    if gain is not None:
-        ctx.metric("throughput_gain_at_target", gain, "×")
-
-    from labs import plots
-
-    top = max(base.max_batch, fp8.max_batch, p.batch)
-    xs = sorted({max(1, round(top * i / PLOT_POINTS)) for i in range(PLOT_POINTS + 1)})
-    series = {
-        s.name: (
-            [b for b in xs if b <= s.max_batch],
-            [
-                _step(p, model, gpu, s.weight_format, s.kv_dtype, b).seconds * memory.MS_PER_S
-                for b in xs
-                if b <= s.max_batch
-            ],
-        )
-        for s in (base, fp8)
-    }
-    ctx.plot(
-        "Decode step time vs batch (up to the largest batch that fits)",
-        plots.line_chart(
-            series,
-            title=f"{model.name}, {p.context_tokens} cached tokens per sequence",
-            x_label="batch (sequences)",
-            y_label="step time (ms per token)",
-            hlines={"latency target": p.latency_target_ms},
-        ),
-        {name: {"batch": v[0], "step_ms": v[1]} for name, v in series.items()},
-    )
-    for note in notes:
-        ctx.log(note)
-    if base.step_ms is not None and fp8.step_ms is not None:
-        same = (
-            f"Same batch {p.batch}: {base.step_ms:.1f} ms → {fp8.step_ms:.1f} ms per step "
-            f"({speedup:.2f}×)."
-        )
-    else:
-        steps = ", ".join(
-            f"{s.name} {DOES_NOT_FIT if s.step_ms is None else f'{s.step_ms:.1f} ms per step'}"
-            for s in (base, fp8)
-        )
-        same = f"Same batch {p.batch}: {steps}."
-    ctx.log(f"{same} Largest batch that fits: {base.max_batch} → {fp8.max_batch}.")
-    ctx.progress(1.0, "done")
-    return Result(
-        model=model.id,
-        gpu=gpu.id,
-        tensor_parallel=p.tensor_parallel,
-        batch=p.batch,
-        context_tokens=p.context_tokens,
-        bf16=base,
-        fp8=fp8,
-        weights_saved_gb_per_gpu=gb(base.weights_bytes_per_gpu - fp8.weights_bytes_per_gpu),
-        kv_saved_gb_per_gpu=gb(base.kv_bytes_per_gpu - fp8.kv_bytes_per_gpu),
-        step_ms_saved=step_ms_saved,
-        speedup_same_batch=speedup,
-        max_batch_bf16=base.max_batch,
-        max_batch_fp8=fp8.max_batch,
-        throughput_gain_at_target=gain,
-        notes=notes,
     )
 
 

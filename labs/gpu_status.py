@@ -6,15 +6,14 @@ the finding says so and what to check next.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.hardware import nvidia_smi
+from labs.hardware.nvidia_smi import argv
 
-NVIDIA_SMI = "nvidia-smi"
-NVIDIA_SMI_TIMEOUT_S = 15.0
 # (query field, result attribute, unit) in the order nvidia-smi prints them.
 FIELDS: tuple[tuple[str, str, str], ...] = (
     ("index", "index", ""),
@@ -34,10 +33,6 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
 # Drivers before ~510 do not know compute_cap; retry without it.
 _OPTIONAL = {"compute_cap"}
 _MISSING = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]"}
-
-
-def argv(fields: tuple[str, ...]) -> list[str]:
-    return [NVIDIA_SMI, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
 
 
 class GpuStatusParams(LabParams):
@@ -112,53 +107,50 @@ def _no_driver(command: list[str], why: str, raw: str) -> GpuStatusResult:
     )
 
 
+@dataclass
+class Status:
+    """The computed result and the conversation with nvidia-smi that produced it."""
+
+    result: GpuStatusResult
+    log: list[str] = field(default_factory=list)  # commands and their output, in order
+    fields: tuple[str, ...] = ()  # the query fields of the last command
+    parsed: bool = False  # the output got as far as parsing
+
+
 def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
+    status = read_status()
+    present(status, ctx)
+    return status.result
+
+
+def read_status() -> Status:
+    """Ask nvidia-smi (retrying without the fields an old driver lacks) and parse its rows;
+    without a driver the result is a finding, not an error."""
     fields = tuple(f for f, _, _ in FIELDS)
     command = argv(fields)
-    ctx.progress(0.1, "looking for nvidia-smi")
-    if shutil.which(NVIDIA_SMI) is None:
-        ctx.log("nvidia-smi is not on this worker's PATH.")
-        return _no_driver(command, "nvidia-smi is not installed", "")
-    ctx.log("$ " + " ".join(command))
-    try:
-        proc = subprocess.run(
-            command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-        )
-        if proc.returncode != 0 and "not a valid field" in (proc.stdout + proc.stderr):
-            fields = tuple(f for f in fields if f not in _OPTIONAL)
-            command = argv(fields)
-            ctx.log("this driver is too old for some fields; retrying: $ " + " ".join(command))
-            proc = subprocess.run(
-                command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-            )
-    except subprocess.TimeoutExpired:
-        return _no_driver(
-            command, f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s", ""
-        )
-    raw = (proc.stdout + proc.stderr).strip()
-    ctx.log(raw or "(no output)")
-    if proc.returncode != 0:
-        return _no_driver(
-            command,
-            f"nvidia-smi exited with code {proc.returncode} ({raw.splitlines()[0] if raw else 'no output'})",
-            raw,
-        )
-    ctx.progress(0.7, "parsing")
-    gpus = parse(proc.stdout, fields)
+    log: list[str] = []
+    if not nvidia_smi.installed():
+        log.append("nvidia-smi is not on this worker's PATH.")
+        return Status(_no_driver(command, "nvidia-smi is not installed", ""), log, fields)
+    log.append("$ " + " ".join(command))
+    reply = nvidia_smi.query(fields)
+    if not reply.ok and "not a valid field" in (reply.stdout + reply.stderr):
+        fields = tuple(f for f in fields if f not in _OPTIONAL)
+        command = argv(fields)
+        log.append("this driver is too old for some fields; retrying: $ " + " ".join(command))
+        reply = nvidia_smi.query(fields)
+    if reply.returncode is None:
+        why = reply.error or "nvidia-smi did not run"
+        return Status(_no_driver(command, why, ""), log, fields)
+    raw = (reply.stdout + reply.stderr).strip()
+    log.append(raw or "(no output)")
+    if reply.returncode != 0:
+        first_line = raw.splitlines()[0] if raw else "no output"
+        why = f"nvidia-smi exited with code {reply.returncode} ({first_line})"
+        return Status(_no_driver(command, why, raw), log, fields)
+    gpus = parse(reply.stdout, fields)
     if not gpus:
-        return _no_driver(command, "nvidia-smi lists no GPUs", raw)
-    units = {a: u for _, a, u in FIELDS}
-    shown = [a for f, a, _ in FIELDS if f in fields]
-    ctx.table(
-        "GPUs (nvidia-smi)",
-        [f"{f} ({units[a]})" if units[a] else f for f, a in zip(fields, shown, strict=True)],
-        [[getattr(g, a) for a in shown] for g in gpus],
-    )
-    for g in gpus:
-        if g.memory_used_mib is not None and g.memory_total_mib:
-            ctx.metric(
-                f"gpu{g.index}_memory_used", g.memory_used_mib, "MiB", f"GPU {g.index} memory used"
-            )
+        return Status(_no_driver(command, "nvidia-smi lists no GPUs", raw), log, fields, True)
     first = gpus[0]
     finding = (
         f"{len(gpus)} GPU(s): {first.name}, driver {first.driver_version}"
@@ -169,8 +161,7 @@ def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
             else ""
         )
     )
-    ctx.progress(1.0, "done")
-    return GpuStatusResult(
+    result = GpuStatusResult(
         driver_found=True,
         finding=finding,
         next_steps=[
@@ -181,6 +172,32 @@ def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
         command=command,
         raw=raw,
     )
+    return Status(result, log, fields, True)
+
+
+def present(status: Status, ctx: Context) -> None:
+    """The commands and their output, then (with GPUs) the table and memory metrics."""
+    ctx.progress(0.1, "looking for nvidia-smi")
+    for line in status.log:
+        ctx.log(line)
+    if status.parsed:
+        ctx.progress(0.7, "parsing")
+    r = status.result
+    if not r.driver_found:
+        return
+    units = {a: u for _, a, u in FIELDS}
+    shown = [a for f, a, _ in FIELDS if f in status.fields]
+    ctx.table(
+        "GPUs (nvidia-smi)",
+        [f"{f} ({units[a]})" if units[a] else f for f, a in zip(status.fields, shown, strict=True)],
+        [[getattr(g, a) for a in shown] for g in r.gpus],
+    )
+    for g in r.gpus:
+        if g.memory_used_mib is not None and g.memory_total_mib:
+            ctx.metric(
+                f"gpu{g.index}_memory_used", g.memory_used_mib, "MiB", f"GPU {g.index} memory used"
+            )
+    ctx.progress(1.0, "done")
 
 
 LAB = Lab(

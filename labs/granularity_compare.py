@@ -14,6 +14,7 @@ damage, at the price of more scales.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -196,64 +197,125 @@ def _score(row: GranularityRow, value: float | None) -> float:
     return -math.inf if value is None else value
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """The computed result and the |error| histograms its figure shows."""
+
+    result: Result
+    centres: list[float]  # log2 |error| bin centres
+    shares: dict[str, list[float]]  # per granularity, % of values per bin
+    exact: dict[str, int]  # per granularity, values with zero error (outside the bins)
+
+
 def run(params: Params, ctx: Context) -> Result:
-    from labs import plots
+    comparison = compare(params, ctx.device)
+    present(comparison, params, ctx)
+    return comparison.result
+
+
+def _row(
+    x: torch.Tensor, fmt: str, g: str | int, base: GranularityRow | None
+) -> tuple[GranularityRow, torch.Tensor]:
+    """One granularity's bytes and error, and its error tensor (flattened, on the CPU)."""
     from labs.quant import quantize
     from labs.quant.metrics import clipped_mask, error_split
 
+    q = quantize(x, fmt, granularity=g)
+    deq = q.dequantize()
+    split = ErrorSplit.from_metrics(error_split(x, deq, clipped_mask(x, q)))
+    bits = BITS_PER_BYTE * q.nbytes / x.numel()
+    per_bit = split.sqnr_db / bits if split.sqnr_db is not None else None
+    gain = None
+    if base is not None and base.error.sqnr_db is not None and split.sqnr_db is not None:
+        extra = bits - base.bits_per_value
+        gain = (split.sqnr_db - base.error.sqnr_db) / extra if extra > 0 else None
+    row = GranularityRow(
+        granularity=granularity_label(g),
+        n_scales=int(q.scales.numel()),
+        nbytes=q.nbytes,
+        scale_overhead_bytes=q.nbytes - q.payload_nbytes,
+        bits_per_value=bits,
+        error=split,
+        sqnr_db_per_bit=per_bit,
+        db_per_extra_bit=gain,
+    )
+    return row, (deq - x).reshape(-1).cpu()
+
+
+def compare(params: Params, device: str) -> Comparison:
+    """Quantize one tensor at every granularity; bytes, bits per value and error of each."""
     rows, cols = params.shape
-    ctx.progress(0.02, "making the tensor")
     x = make_tensor(
         rows, cols, params.distribution, params.seed, params.outlier_scale, params.outlier_fraction
-    ).to(ctx.device)
-    numel = x.numel()
-    absmax = float(x.abs().max())
-    detail = ""
-    if params.distribution == "outliers":
-        n_outliers = outlier_count(numel, params.outlier_fraction)
-        # The count as well as the share: one outlier in 2**18 values rounds to 0.00 %.
-        detail = (
-            f" ({n_outliers} outlier{'s' if n_outliers != 1 else ''}, "
-            f"{PERCENT * n_outliers / numel:.3g}% of values, ×{params.outlier_scale:g})"
-        )
-    ctx.log(
-        f"x: {params.distribution}{detail}, {rows}×{cols} float32 (seed {params.seed}), "
-        f"absmax {absmax:.4g}; format {params.format}"
-    )
-
+    ).to(device)
     results: list[GranularityRow] = []
     errors: dict[str, torch.Tensor] = {}
     base: GranularityRow | None = None
+    for g in GRANULARITIES:
+        row, errors[granularity_label(g)] = _row(x, params.format, g, base)
+        base = base or row
+        results.append(row)
+    best = max(results, key=lambda r: _score(r, r.error.sqnr_db))
+    best_per_bit = max(results, key=lambda r: _score(r, r.sqnr_db_per_bit))
+    by_label = {r.granularity: r for r in results}
+    tensor_row, block_row = by_label["tensor"], by_label[granularity_label(HEADLINE_BLOCK)]
+    gain_32 = (
+        block_row.error.sqnr_db - tensor_row.error.sqnr_db
+        if block_row.error.sqnr_db is not None and tensor_row.error.sqnr_db is not None
+        else None
+    )
+    result = Result(
+        format=params.format,
+        shape=[rows, cols],
+        distribution=params.distribution,
+        numel=x.numel(),
+        tensor_absmax=float(x.abs().max()),
+        rows=results,
+        best_by_sqnr=best.granularity,
+        best_by_sqnr_per_bit=best_per_bit.granularity,
+        sqnr_db_tensor=tensor_row.error.sqnr_db,
+        sqnr_db_block_32=block_row.error.sqnr_db,
+        sqnr_gain_db_block_32=gain_32,
+        scale_overhead_bytes_block_32=block_row.scale_overhead_bytes,
+        bits_per_value_block_32=block_row.bits_per_value,
+    )
+    return Comparison(result, *_abs_error_histograms(errors, params.seed))
+
+
+# --- presenting ----------------------------------------------------------------
+
+
+def present(comparison: Comparison, params: Params, ctx: Context) -> None:
+    """Emit the run's events, in the order the run page shows them."""
+    r = comparison.result
+    rows, cols = r.shape
+    ctx.progress(0.02, "making the tensor")
+    detail = ""
+    if params.distribution == "outliers":
+        n_outliers = outlier_count(r.numel, params.outlier_fraction)
+        # The count as well as the share: one outlier in 2**18 values rounds to 0.00 %.
+        detail = (
+            f" ({n_outliers} outlier{'s' if n_outliers != 1 else ''}, "
+            f"{PERCENT * n_outliers / r.numel:.3g}% of values, ×{params.outlier_scale:g})"
+        )
+    ctx.log(
+        f"x: {params.distribution}{detail}, {rows}×{cols} float32 (seed {params.seed}), "
+        f"absmax {r.tensor_absmax:.4g}; format {params.format}"
+    )
     for i, g in enumerate(GRANULARITIES):
         label = granularity_label(g)
         ctx.progress(0.05 + 0.8 * i / len(GRANULARITIES), f"{params.format}, {label} scales")
-        q = quantize(x, params.format, granularity=g)
-        deq = q.dequantize()
-        split = ErrorSplit.from_metrics(error_split(x, deq, clipped_mask(x, q)))
-        errors[label] = (deq - x).reshape(-1).cpu()
-        bits = BITS_PER_BYTE * q.nbytes / numel
-        per_bit = split.sqnr_db / bits if split.sqnr_db is not None else None
-        gain = None
-        if base is not None and base.error.sqnr_db is not None and split.sqnr_db is not None:
-            extra = bits - base.bits_per_value
-            gain = (split.sqnr_db - base.error.sqnr_db) / extra if extra > 0 else None
-        row = GranularityRow(
-            granularity=label,
-            n_scales=int(q.scales.numel()),
-            nbytes=q.nbytes,
-            scale_overhead_bytes=q.nbytes - q.payload_nbytes,
-            bits_per_value=bits,
-            error=split,
-            sqnr_db_per_bit=per_bit,
-            db_per_extra_bit=gain,
-        )
-        base = base or row
-        results.append(row)
+    _table(r, ctx)
+    _metrics(r, ctx)
+    ctx.progress(0.88, "charts")
+    _plots(comparison, ctx)
+    ctx.progress(1.0, "done")
 
-    best = max(results, key=lambda r: _score(r, r.error.sqnr_db))
-    best_per_bit = max(results, key=lambda r: _score(r, r.sqnr_db_per_bit))
+
+def _table(r: Result, ctx: Context) -> None:
+    rows, cols = r.shape
     ctx.table(
-        f"{params.format}: {rows}×{cols} {params.distribution} values, one row per scale granularity",
+        f"{r.format}: {rows}×{cols} {r.distribution} values, one row per scale granularity",
         [
             "granularity",
             "scales",
@@ -270,99 +332,85 @@ def run(params: Params, ctx: Context) -> Result:
         ],
         [
             [
-                r.granularity,
-                r.n_scales,
-                r.scale_overhead_bytes,
-                round(r.bits_per_value, 4),
-                r.error.mse,
-                None if r.error.sqnr_db is None else round(r.error.sqnr_db, 2),
-                r.error.max_abs_error,
-                r.error.rounding_mse,
-                r.error.clipping_mse,
-                r.error.clipped,
-                None if r.sqnr_db_per_bit is None else round(r.sqnr_db_per_bit, 3),
-                None if r.db_per_extra_bit is None else round(r.db_per_extra_bit, 2),
+                g.granularity,
+                g.n_scales,
+                g.scale_overhead_bytes,
+                round(g.bits_per_value, 4),
+                g.error.mse,
+                None if g.error.sqnr_db is None else round(g.error.sqnr_db, 2),
+                g.error.max_abs_error,
+                g.error.rounding_mse,
+                g.error.clipping_mse,
+                g.error.clipped,
+                None if g.sqnr_db_per_bit is None else round(g.sqnr_db_per_bit, 3),
+                None if g.db_per_extra_bit is None else round(g.db_per_extra_bit, 2),
             ]
-            for r in results
+            for g in r.rows
         ],
     )
-    by_label = {r.granularity: r for r in results}
-    tensor_row, block_row = by_label["tensor"], by_label[granularity_label(HEADLINE_BLOCK)]
-    gain_32 = (
-        block_row.error.sqnr_db - tensor_row.error.sqnr_db
-        if block_row.error.sqnr_db is not None and tensor_row.error.sqnr_db is not None
-        else None
-    )
-    for r in results:
-        if r.error.sqnr_db is not None:
+
+
+def _metrics(r: Result, ctx: Context) -> None:
+    for g in r.rows:
+        if g.error.sqnr_db is not None:
             ctx.metric(
-                f"sqnr_db_{r.granularity.replace(' ', '_')}",
-                r.error.sqnr_db,
+                f"sqnr_db_{g.granularity.replace(' ', '_')}",
+                g.error.sqnr_db,
                 "dB",
-                f"SQNR, {r.granularity}",
+                f"SQNR, {g.granularity}",
             )
     ctx.metric(
         "scale_overhead_bytes_block_32",
-        block_row.scale_overhead_bytes,
+        r.scale_overhead_bytes_block_32,
         "bytes",
         "scale bytes, block 32",
     )
     ctx.metric(
-        "bits_per_value_block_32", block_row.bits_per_value, "bits", "bits per value, block 32"
+        "bits_per_value_block_32", r.bits_per_value_block_32, "bits", "bits per value, block 32"
     )
-    clipping = sum(r.error.clipped for r in results)
     ctx.log(
-        f"Best SQNR: {best.granularity}. Best SQNR per stored bit: {best_per_bit.granularity}. "
+        f"Best SQNR: {r.best_by_sqnr}. Best SQNR per stored bit: {r.best_by_sqnr_per_bit}. "
         f"Each scale is a float32 (4 bytes): block b adds 32/b bits per value. "
         f"For comparison, one more element bit buys about {DB_PER_BIT:.2f} dB."
     )
-    if clipping == 0:
+    if sum(g.error.clipped for g in r.rows) == 0:
         ctx.log(
             "No value was clipped: every scale here is absmax / max code, so the largest "
             "value of each group lands exactly on the largest code and the whole error is rounding."
         )
 
-    ctx.progress(0.88, "charts")
-    centres, shares, exact = _abs_error_histograms(errors, params.seed)
-    if centres:
+
+def _plots(comparison: Comparison, ctx: Context) -> None:
+    from labs import plots
+
+    r = comparison.result
+    if comparison.centres:
         ctx.plot(
             "Distribution of |error| per granularity",
             plots.line_chart(
-                {name: (centres, share) for name, share in shares.items()},
-                title=f"{params.format}: error histogram per granularity",
+                {name: (comparison.centres, share) for name, share in comparison.shares.items()},
+                title=f"{r.format}: error histogram per granularity",
                 x_label="log2 |dequantized − value|",
                 y_label="share of values (%)",
             ),
-            {"log2_abs_error_bin_centres": centres, "share_percent": shares, "exact_values": exact},
+            {
+                "log2_abs_error_bin_centres": comparison.centres,
+                "share_percent": comparison.shares,
+                "exact_values": comparison.exact,
+            },
         )
     ctx.plot(
         "SQNR per granularity",
         plots.bar_chart(
-            [r.granularity for r in results],
-            [r.error.sqnr_db or 0.0 for r in results],
-            title=f"{params.format}: SQNR by scale granularity",
+            [g.granularity for g in r.rows],
+            [g.error.sqnr_db or 0.0 for g in r.rows],
+            title=f"{r.format}: SQNR by scale granularity",
             value_label="SQNR (dB)",
         ),
         {
-            r.granularity: {"sqnr_db": r.error.sqnr_db, "bits_per_value": r.bits_per_value}
-            for r in results
+            g.granularity: {"sqnr_db": g.error.sqnr_db, "bits_per_value": g.bits_per_value}
+            for g in r.rows
         },
-    )
-    ctx.progress(1.0, "done")
-    return Result(
-        format=params.format,
-        shape=[rows, cols],
-        distribution=params.distribution,
-        numel=numel,
-        tensor_absmax=absmax,
-        rows=results,
-        best_by_sqnr=best.granularity,
-        best_by_sqnr_per_bit=best_per_bit.granularity,
-        sqnr_db_tensor=tensor_row.error.sqnr_db,
-        sqnr_db_block_32=block_row.error.sqnr_db,
-        sqnr_gain_db_block_32=gain_32,
-        scale_overhead_bytes_block_32=block_row.scale_overhead_bytes,
-        bits_per_value_block_32=block_row.bits_per_value,
     )
 
 

@@ -19,6 +19,7 @@ needs exceeds the requests the cache can hold, requests wait for blocks.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
@@ -226,11 +227,62 @@ def _request_seconds(
     return (p.request_seconds or p.output_tokens * step), step
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """The computed result, the block pools it compares, and its figure's curves."""
+
+    result: Result
+    capacity: Capacity  # in the requested KV dtype
+    fp8: Capacity  # the same pool with a one-byte KV cache
+    curves: dict[str, tuple[list[int], list[int]]]  # per KV dtype: prompt tokens, requests
+
+
 def run(params: Params, ctx: Context) -> Result:
+    sizing = size(params)
+    present(sizing, params, ctx)
+    return sizing.result
+
+
+def _notes(p: Params, gpu: GPU, n: int, occupancy: float, utilization: float | None) -> list[str]:
+    notes = []
+    if n == 0:
+        notes.append(
+            "Not one request fits: the pool after weights is smaller than one request's blocks."
+        )
+    if utilization is None or utilization > 1:
+        notes.append(
+            f"The load needs {occupancy:.0f} requests in service but the cache holds {n}: "
+            "requests queue for free blocks (or get preempted and recomputed)."
+        )
+    elif utilization > HIGH_UTILIZATION:
+        notes.append(
+            f"The cache is {utilization:.0%} occupied on average: bursts will wait for blocks."
+        )
+    if p.shared_prefix_tokens and p.shared_prefix_tokens % p.block_size and p.prefix_caching:
+        notes.append(
+            f"Only full blocks are shared: {p.shared_prefix_tokens % p.block_size} prefix tokens "
+            "in the last partial block are stored per request."
+        )
+    if p.kv_dtype != ONE_BYTE_KV and not gpu.supports("fp8_e4m3"):
+        notes.append(
+            f"{gpu.name} has no FP8 tensor cores; an fp8 KV cache is stored in 8 bits and upcast to compute."
+        )
+    return notes
+
+
+def _curves(p: Params, model: ModelConfig, gpu: GPU) -> dict[str, tuple[list[int], list[int]]]:
+    xs = [x for x in PLOT_PROMPT_POINTS if x + p.output_tokens <= model.max_context]
+    return {
+        f"{kv} KV": (xs, [_capacity(p, model, gpu, kv, x).max_concurrent_requests for x in xs])
+        for kv in dict.fromkeys((p.kv_dtype, ONE_BYTE_KV))
+    }
+
+
+def size(params: Params) -> Sizing:
+    """The block pool, how many requests it holds, and whether the load waits for blocks."""
     p = params
     model = get_model(p.model)
     gpu = get_gpu(p.gpu)
-    ctx.progress(0.1, "sizing the block pool")
     cap = _capacity(p, model, gpu, p.kv_dtype, p.prompt_tokens)
     fp8 = _capacity(p, model, gpu, ONE_BYTE_KV, p.prompt_tokens)
     n = cap.max_concurrent_requests
@@ -247,95 +299,10 @@ def run(params: Params, ctx: Context) -> Result:
     full_private = (tokens - cap.shared_blocks * p.block_size) // p.block_size
     evictable = cap.shared_blocks + n * full_private if (p.prefix_caching and n) else 0
 
-    ctx.progress(0.5, "estimating time in service")
     seconds_at_peak, step_at_peak = _request_seconds(p, model, gpu, n)
     occupancy, step_s = _steady_state(p, model, gpu, n)
     utilization = occupancy / n if n else None
-    waits = utilization is None or utilization > 1
-    sustainable = n / seconds_at_peak if seconds_at_peak > 0 else 0.0
-
-    notes = []
-    if n == 0:
-        notes.append(
-            "Not one request fits: the pool after weights is smaller than one request's blocks."
-        )
-    if waits:
-        notes.append(
-            f"The load needs {occupancy:.0f} requests in service but the cache holds {n}: "
-            "requests queue for free blocks (or get preempted and recomputed)."
-        )
-    elif utilization is not None and utilization > HIGH_UTILIZATION:
-        notes.append(
-            f"The cache is {utilization:.0%} occupied on average: bursts will wait for blocks."
-        )
-    if p.shared_prefix_tokens and p.shared_prefix_tokens % p.block_size and p.prefix_caching:
-        notes.append(
-            f"Only full blocks are shared: {p.shared_prefix_tokens % p.block_size} prefix tokens "
-            "in the last partial block are stored per request."
-        )
-    if p.kv_dtype != ONE_BYTE_KV and not gpu.supports("fp8_e4m3"):
-        notes.append(
-            f"{gpu.name} has no FP8 tensor cores; an fp8 KV cache is stored in 8 bits and upcast to compute."
-        )
-
-    ctx.table(
-        f"Paged KV cache on {p.tensor_parallel} × {gpu.name}",
-        ["", p.kv_dtype + " KV", "fp8 KV"],
-        [
-            [
-                "KV bytes per token per GPU",
-                cap.kv_bytes_per_token_per_gpu,
-                fp8.kv_bytes_per_token_per_gpu,
-            ],
-            ["block bytes", cap.block_bytes, fp8.block_bytes],
-            ["pool GB per GPU", round(gb(cap.pool_bytes), 3), round(gb(fp8.pool_bytes), 3)],
-            ["blocks", cap.total_blocks, fp8.total_blocks],
-            ["blocks per request", cap.blocks_per_request, fp8.blocks_per_request],
-            ["max concurrent requests", cap.max_concurrent_requests, fp8.max_concurrent_requests],
-            [
-                "… without prefix sharing",
-                cap.max_concurrent_without_sharing,
-                fp8.max_concurrent_without_sharing,
-            ],
-        ],
-    )
-    ctx.table(
-        "Block states",
-        ["state", "live blocks", "evictable cached blocks", "free blocks"],
-        [
-            ["at peak (all requests at full length)", allocated, 0, cap.total_blocks - allocated],
-            ["after they finish", 0, evictable, cap.total_blocks - evictable],
-        ],
-    )
-    ctx.metric("kv_bytes_per_token", memory.kv_bytes_per_token(model, p.kv_dtype), "bytes")
-    ctx.metric("total_blocks", cap.total_blocks, "blocks")
-    ctx.metric("max_concurrent_requests", n, "requests")
-    if utilization is not None:
-        ctx.metric("cache_utilization", utilization, "", "mean share of cache capacity in use")
-    ctx.metric("fp8_max_concurrent_requests", fp8.max_concurrent_requests, "requests")
-
-    from labs import plots
-
-    xs = [x for x in PLOT_PROMPT_POINTS if x + p.output_tokens <= model.max_context]
-    series = {
-        f"{kv} KV": (xs, [_capacity(p, model, gpu, kv, x).max_concurrent_requests for x in xs])
-        for kv in dict.fromkeys((p.kv_dtype, ONE_BYTE_KV))
-    }
-    ctx.plot(
-        "Concurrent requests vs prompt length",
-        plots.line_chart(
-            series,
-            title=f"{model.name}, {p.output_tokens} output tokens",
-            x_label="prompt tokens",
-            y_label="max concurrent requests",
-            log_x=True,
-        ),
-        {"prompt_tokens": xs, **{k: v[1] for k, v in series.items()}},
-    )
-    for note in notes:
-        ctx.log(note)
-    ctx.progress(1.0, "done")
-    return Result(
+    result = Result(
         model=model.id,
         gpu=gpu.id,
         tensor_parallel=p.tensor_parallel,
@@ -361,12 +328,78 @@ def run(params: Params, ctx: Context) -> Result:
         decode_step_ms_at_peak=step_at_peak * memory.MS_PER_S,
         occupancy_needed=occupancy,
         cache_utilization=utilization,
-        requests_wait=waits,
-        max_sustainable_rate_per_s=sustainable,
+        requests_wait=utilization is None or utilization > 1,
+        max_sustainable_rate_per_s=n / seconds_at_peak if seconds_at_peak > 0 else 0.0,
         fp8_max_concurrent_requests=fp8.max_concurrent_requests,
         fp8_concurrency_gain=(fp8.max_concurrent_requests / n) if n else 0.0,
-        notes=notes,
+        notes=_notes(p, gpu, n, occupancy, utilization),
     )
+    return Sizing(result, cap, fp8, _curves(p, model, gpu))
+
+
+def present(sizing: Sizing, p: Params, ctx: Context) -> None:
+    """The two pools side by side, the block states, the metrics, one figure, the notes."""
+    r, cap, fp8 = sizing.result, sizing.capacity, sizing.fp8
+    model, gpu = get_model(r.model), get_gpu(r.gpu)
+    ctx.progress(0.1, "sizing the block pool")
+    ctx.progress(0.5, "estimating time in service")
+    ctx.table(
+        f"Paged KV cache on {p.tensor_parallel} × {gpu.name}",
+        ["", p.kv_dtype + " KV", "fp8 KV"],
+        [
+            [
+                "KV bytes per token per GPU",
+                cap.kv_bytes_per_token_per_gpu,
+                fp8.kv_bytes_per_token_per_gpu,
+            ],
+            ["block bytes", cap.block_bytes, fp8.block_bytes],
+            ["pool GB per GPU", round(gb(cap.pool_bytes), 3), round(gb(fp8.pool_bytes), 3)],
+            ["blocks", cap.total_blocks, fp8.total_blocks],
+            ["blocks per request", cap.blocks_per_request, fp8.blocks_per_request],
+            ["max concurrent requests", cap.max_concurrent_requests, fp8.max_concurrent_requests],
+            [
+                "… without prefix sharing",
+                cap.max_concurrent_without_sharing,
+                fp8.max_concurrent_without_sharing,
+            ],
+        ],
+    )
+    allocated, evictable = r.allocated_blocks_at_peak, r.evictable_blocks_after_peak
+    ctx.table(
+        "Block states",
+        ["state", "live blocks", "evictable cached blocks", "free blocks"],
+        [
+            ["at peak (all requests at full length)", allocated, 0, cap.total_blocks - allocated],
+            ["after they finish", 0, evictable, cap.total_blocks - evictable],
+        ],
+    )
+    ctx.metric("kv_bytes_per_token", r.kv_bytes_per_token, "bytes")
+    ctx.metric("total_blocks", cap.total_blocks, "blocks")
+    ctx.metric("max_concurrent_requests", r.max_concurrent_requests, "requests")
+    if r.cache_utilization is not None:
+        ctx.metric(
+            "cache_utilization", r.cache_utilization, "", "mean share of cache capacity in use"
+        )
+    ctx.metric("fp8_max_concurrent_requests", fp8.max_concurrent_requests, "requests")
+
+    from labs import plots
+
+    curves = sizing.curves
+    xs = next(iter(curves.values()))[0]
+    ctx.plot(
+        "Concurrent requests vs prompt length",
+        plots.line_chart(
+            curves,
+            title=f"{model.name}, {p.output_tokens} output tokens",
+            x_label="prompt tokens",
+            y_label="max concurrent requests",
+            log_x=True,
+        ),
+        {"prompt_tokens": xs, **{k: v[1] for k, v in curves.items()}},
+    )
+    for note in r.notes:
+        ctx.log(note)
+    ctx.progress(1.0, "done")
 
 
 def _steady_state(p: Params, model: ModelConfig, gpu: GPU, capacity: int) -> tuple[float, float]:

@@ -112,11 +112,17 @@ def _sharding(rule: TPRule, kv_heads: bool, model_kv_heads: int, tp: int) -> str
 
 
 def run(params: Params, ctx: Context) -> Result:
+    result = budget(params)
+    present(result, params, ctx)
+    return result
+
+
+def budget(params: Params) -> Result:
+    """Weights by tensor kind, KV cache and overhead per GPU, and the smallest
+    tensor-parallel size that fits."""
     model = get_model(params.model)
     gpu = get_gpu(params.gpu)
     tp = params.tensor_parallel
-    ctx.progress(0.1, "counting parameters")
-
     counts = param_counts(model)
     total_by_kind = memory.weight_bytes_by_kind(model, params.weight_format, 1)
     per_gpu_by_kind = memory.weight_bytes_by_kind(model, params.weight_format, tp)
@@ -131,7 +137,7 @@ def run(params: Params, ctx: Context) -> Result:
         for g in tensor_groups(model)
     ]
     kv_tokens = params.batch * params.context_tokens
-    budget = memory.per_gpu_budget(
+    per_gpu = memory.per_gpu_budget(
         model,
         gpu,
         weight_format=params.weight_format,
@@ -142,8 +148,7 @@ def run(params: Params, ctx: Context) -> Result:
         basis=params.capacity_basis,
     )
     kv_per_token_gpu = memory.kv_bytes_per_token(model, params.kv_dtype, tp)
-    free_for_kv = budget.capacity - budget.weights - budget.overhead
-    ctx.progress(0.5, "finding the smallest tensor-parallel size that fits")
+    free_for_kv = per_gpu.capacity - per_gpu.weights - per_gpu.overhead
 
     def smallest_tp(block_aligned: bool) -> int | None:
         return memory.min_fitting_tensor_parallel(
@@ -158,62 +163,7 @@ def run(params: Params, ctx: Context) -> Result:
         )
 
     min_tp, min_tp_by_bytes = smallest_tp(True), smallest_tp(False)
-    notes = _notes(params, budget.fits, min_tp, min_tp_by_bytes)
-
-    ctx.table(
-        "Weights by tensor kind",
-        ["tensor kind", "parameters", "sharding", "GB total", f"GB per GPU (TP {tp})"],
-        [
-            [
-                r.kind,
-                r.params,
-                r.sharding,
-                round(gb(r.bytes_total), 3),
-                round(gb(r.bytes_per_gpu), 3),
-            ]
-            for r in rows
-        ],
-    )
-    ctx.table(
-        f"Per-GPU budget on {gpu.name} (GB = 1e9 B, GiB = 2^30 B)",
-        ["item", "bytes", "GB", "GiB"],
-        [
-            [name, n, round(gb(n), 3), round(gib(n), 3)]
-            for name, n in (
-                ("weights", budget.weights),
-                (f"KV cache ({params.batch} × {params.context_tokens} tokens)", budget.kv_cache),
-                ("runtime overhead", budget.overhead),
-                ("total", budget.total),
-                (f"capacity ({params.capacity_basis})", budget.capacity),
-                ("headroom", budget.headroom),
-            )
-        ],
-    )
     weights_total = memory.weight_bytes(model, params.weight_format)
-    ctx.metric("weights_gb", gb(weights_total), "GB", "weights, whole model")
-    ctx.metric("kv_bytes_per_token", memory.kv_bytes_per_token(model, params.kv_dtype), "bytes")
-    ctx.metric("total_gb_per_gpu", gb(budget.total), "GB", "needed per GPU")
-    ctx.metric("headroom_gb_per_gpu", gb(budget.headroom), "GB", "headroom per GPU")
-    if min_tp is not None:
-        ctx.metric("min_tensor_parallel", min_tp, "GPUs", "smallest TP that fits")
-
-    from labs import plots
-
-    labels = [r.kind for r in rows] + ["KV cache", "overhead"]
-    values = [gb(r.bytes_per_gpu) for r in rows] + [gb(budget.kv_cache), gb(budget.overhead)]
-    ctx.plot(
-        f"Bytes per GPU by tensor kind ({model.name}, {params.weight_format}, TP {tp})",
-        plots.bar_chart(labels, values, title="Memory per GPU", value_label="GB (1e9 bytes)"),
-        {"labels": labels, "gb": values, "capacity_gb": gb(budget.capacity)},
-    )
-    for note in notes:
-        ctx.log(note)
-    verdict = "fits" if budget.fits else "does not fit"
-    ctx.log(
-        f"{model.name} {verdict} on {tp} × {gpu.name}: {gb(budget.total):.2f} GB needed per GPU "
-        f"of {gb(budget.capacity):.2f} GB ({gb(budget.headroom):+.2f} GB headroom)."
-    )
-    ctx.progress(1.0, "done")
     return Result(
         model=model.id,
         gpu=gpu.id,
@@ -225,25 +175,91 @@ def run(params: Params, ctx: Context) -> Result:
         weights_bytes=weights_total,
         weights_gb=gb(weights_total),
         weights_by_kind=rows,
-        weights_bytes_per_gpu=budget.weights,
+        weights_bytes_per_gpu=per_gpu.weights,
         kv_bytes_per_token=memory.kv_bytes_per_token(model, params.kv_dtype),
         kv_bytes_per_token_per_gpu=kv_per_token_gpu,
-        kv_cache_bytes_per_gpu=budget.kv_cache,
-        overhead_bytes_per_gpu=budget.overhead,
-        total_bytes_per_gpu=budget.total,
-        total_gb_per_gpu=gb(budget.total),
-        total_gib_per_gpu=gib(budget.total),
-        gpu_capacity_bytes=budget.capacity,
-        gpu_capacity_gb=gb(budget.capacity),
-        gpu_capacity_gib=gib(budget.capacity),
-        headroom_bytes_per_gpu=budget.headroom,
-        headroom_gb_per_gpu=gb(budget.headroom),
-        headroom_gib_per_gpu=gib(budget.headroom),
-        fits=budget.fits,
+        kv_cache_bytes_per_gpu=per_gpu.kv_cache,
+        overhead_bytes_per_gpu=per_gpu.overhead,
+        total_bytes_per_gpu=per_gpu.total,
+        total_gb_per_gpu=gb(per_gpu.total),
+        total_gib_per_gpu=gib(per_gpu.total),
+        gpu_capacity_bytes=per_gpu.capacity,
+        gpu_capacity_gb=gb(per_gpu.capacity),
+        gpu_capacity_gib=gib(per_gpu.capacity),
+        headroom_bytes_per_gpu=per_gpu.headroom,
+        headroom_gb_per_gpu=gb(per_gpu.headroom),
+        headroom_gib_per_gpu=gib(per_gpu.headroom),
+        fits=per_gpu.fits,
         max_kv_tokens_per_gpu=max(0, free_for_kv // kv_per_token_gpu),
         min_tensor_parallel=min_tp,
-        notes=notes,
+        notes=_notes(params, per_gpu.fits, min_tp, min_tp_by_bytes),
     )
+
+
+def present(r: Result, params: Params, ctx: Context) -> None:
+    """The weights and per-GPU tables, the headline metrics, one chart and the verdict."""
+    model, gpu, tp = get_model(r.model), get_gpu(r.gpu), r.tensor_parallel
+    ctx.progress(0.1, "counting parameters")
+    ctx.progress(0.5, "finding the smallest tensor-parallel size that fits")
+    ctx.table(
+        "Weights by tensor kind",
+        ["tensor kind", "parameters", "sharding", "GB total", f"GB per GPU (TP {tp})"],
+        [
+            [
+                k.kind,
+                k.params,
+                k.sharding,
+                round(gb(k.bytes_total), 3),
+                round(gb(k.bytes_per_gpu), 3),
+            ]
+            for k in r.weights_by_kind
+        ],
+    )
+    ctx.table(
+        f"Per-GPU budget on {gpu.name} (GB = 1e9 B, GiB = 2^30 B)",
+        ["item", "bytes", "GB", "GiB"],
+        [
+            [name, n, round(gb(n), 3), round(gib(n), 3)]
+            for name, n in (
+                ("weights", r.weights_bytes_per_gpu),
+                (
+                    f"KV cache ({params.batch} × {params.context_tokens} tokens)",
+                    r.kv_cache_bytes_per_gpu,
+                ),
+                ("runtime overhead", r.overhead_bytes_per_gpu),
+                ("total", r.total_bytes_per_gpu),
+                (f"capacity ({params.capacity_basis})", r.gpu_capacity_bytes),
+                ("headroom", r.headroom_bytes_per_gpu),
+            )
+        ],
+    )
+    ctx.metric("weights_gb", r.weights_gb, "GB", "weights, whole model")
+    ctx.metric("kv_bytes_per_token", r.kv_bytes_per_token, "bytes")
+    ctx.metric("total_gb_per_gpu", r.total_gb_per_gpu, "GB", "needed per GPU")
+    ctx.metric("headroom_gb_per_gpu", r.headroom_gb_per_gpu, "GB", "headroom per GPU")
+    if r.min_tensor_parallel is not None:
+        ctx.metric("min_tensor_parallel", r.min_tensor_parallel, "GPUs", "smallest TP that fits")
+
+    from labs import plots
+
+    labels = [k.kind for k in r.weights_by_kind] + ["KV cache", "overhead"]
+    values = [gb(k.bytes_per_gpu) for k in r.weights_by_kind] + [
+        gb(r.kv_cache_bytes_per_gpu),
+        gb(r.overhead_bytes_per_gpu),
+    ]
+    ctx.plot(
+        f"Bytes per GPU by tensor kind ({model.name}, {params.weight_format}, TP {tp})",
+        plots.bar_chart(labels, values, title="Memory per GPU", value_label="GB (1e9 bytes)"),
+        {"labels": labels, "gb": values, "capacity_gb": r.gpu_capacity_gb},
+    )
+    for note in r.notes:
+        ctx.log(note)
+    verdict = "fits" if r.fits else "does not fit"
+    ctx.log(
+        f"{model.name} {verdict} on {tp} × {gpu.name}: {r.total_gb_per_gpu:.2f} GB needed per "
+        f"GPU of {r.gpu_capacity_gb:.2f} GB ({r.headroom_gb_per_gpu:+.2f} GB headroom)."
+    )
+    ctx.progress(1.0, "done")
 
 
 def _notes(

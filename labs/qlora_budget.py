@@ -28,6 +28,7 @@ What is counted, per component (bytes, GB = 1e9 B):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -232,18 +233,28 @@ def _activation_bytes(model: ModelConfig, p: Params, micro_batch: int) -> tuple[
 
 
 def run(params: Params, ctx: Context) -> Result:
-    p = params
-    model = get_model(p.model)
-    gpu = get_gpu(p.gpu)
-    ctx.progress(0.1, "quantizing the base weights (on paper)")
+    result = budget(params)
+    present(result, params, ctx)
+    return result
 
+
+@dataclass(frozen=True)
+class _Weights:
+    """The frozen base and the trainable adapters, bytes (parameters where named)."""
+
+    quantized_params: int
+    other_params: int
+    base_nf4: int
+    base_other: int
+    lora_params: int
+    adapter_bytes: int  # LoRA weights; their gradients take as many
+    optimizer_bytes: int
+
+
+def _weights(p: Params, model: ModelConfig) -> _Weights:
     linears = linear_shapes(model)
-    quantized_params = sum(g.params for g in linears)
-    base_nf4 = sum(_nf4_bytes(g.rows * g.cols, p.double_quant) * g.count for g in linears)
     hp_bytes = FP32_BYTES if p.upcast_non_quantized else HALF_BYTES
     other_params = sum(g.params for g in tensor_groups(model) if not g.linear)
-    base_other = other_params * hp_bytes
-
     targeted = [g for g in linears if g.kind in {_KIND[t] for t in p.target_modules}]
     adapter_bytes_per_param = FP32_BYTES if p.adapter_dtype == "fp32" else HALF_BYTES
     lora_params = 0
@@ -255,33 +266,41 @@ def run(params: Params, ctx: Context) -> Result:
             _optimizer_bytes(a_values, p.optimizer, adapter_bytes_per_param)
             + _optimizer_bytes(b_values, p.optimizer, adapter_bytes_per_param)
         )
-    adapter_weights = lora_params * adapter_bytes_per_param
-    adapter_grads = lora_params * adapter_bytes_per_param
+    return _Weights(
+        quantized_params=sum(g.params for g in linears),
+        other_params=other_params,
+        base_nf4=sum(_nf4_bytes(g.rows * g.cols, p.double_quant) * g.count for g in linears),
+        base_other=other_params * hp_bytes,
+        lora_params=lora_params,
+        adapter_bytes=lora_params * adapter_bytes_per_param,
+        optimizer_bytes=optimizer_bytes,
+    )
 
-    ctx.progress(0.4, "sizing activations")
-    layer_acts, logits, activations = _activation_bytes(model, p, p.micro_batch)
-    workspace = max(g.rows * g.cols for g in linears) * HALF_BYTES
-    overhead = round(p.overhead_gb * memory.BYTES_PER_GB)
-    capacity = memory.gpu_capacity_bytes(gpu, p.capacity_basis)
 
+def _components(
+    p: Params, model: ModelConfig, w: _Weights, layer_acts: int, logits: int
+) -> list[Component]:
+    workspace = max(g.rows * g.cols for g in linear_shapes(model)) * HALF_BYTES
     dq = "double-quantized absmax" if p.double_quant else "fp32 absmax per 64"
-    components = [
+    return [
         Component(
-            name="base weights (NF4)", bytes=base_nf4, detail=f"{quantized_params:,} params, {dq}"
+            name="base weights (NF4)",
+            bytes=w.base_nf4,
+            detail=f"{w.quantized_params:,} params, {dq}",
         ),
         Component(
             name="base weights (not quantized)",
-            bytes=base_other,
-            detail=f"{other_params:,} params (embeddings, lm_head, norms) in "
+            bytes=w.base_other,
+            detail=f"{w.other_params:,} params (embeddings, lm_head, norms) in "
             f"{'fp32' if p.upcast_non_quantized else '16-bit'}",
         ),
         Component(
             name="LoRA weights",
-            bytes=adapter_weights,
-            detail=f"{lora_params:,} params, {p.adapter_dtype}",
+            bytes=w.adapter_bytes,
+            detail=f"{w.lora_params:,} params, {p.adapter_dtype}",
         ),
-        Component(name="LoRA gradients", bytes=adapter_grads, detail=p.adapter_dtype),
-        Component(name="optimizer states", bytes=optimizer_bytes, detail=p.optimizer),
+        Component(name="LoRA gradients", bytes=w.adapter_bytes, detail=p.adapter_dtype),
+        Component(name="optimizer states", bytes=w.optimizer_bytes, detail=p.optimizer),
         Component(
             name="activations",
             bytes=layer_acts,
@@ -298,16 +317,28 @@ def run(params: Params, ctx: Context) -> Result:
         ),
         Component(
             name="runtime overhead",
-            bytes=overhead,
+            bytes=round(p.overhead_gb * memory.BYTES_PER_GB),
             detail="CUDA context, workspaces, fragmentation",
         ),
     ]
+
+
+def budget(params: Params) -> Result:
+    """Every byte QLoRA fine-tuning holds on the GPU, the verdict, and the largest
+    micro-batch that fits."""
+    p = params
+    model = get_model(p.model)
+    gpu = get_gpu(p.gpu)
+    w = _weights(p, model)
+    layer_acts, logits, activations = _activation_bytes(model, p, p.micro_batch)
+    capacity = memory.gpu_capacity_bytes(gpu, p.capacity_basis)
+    components = _components(p, model, w, layer_acts, logits)
     total = sum(c.bytes for c in components)
     headroom = capacity - total
     paged = p.optimizer.startswith("paged")
     if headroom >= 0:
         verdict = "fits"
-    elif paged and headroom + optimizer_bytes >= 0:
+    elif paged and headroom + w.optimizer_bytes >= 0:
         verdict = "fits only by paging optimizer states to host memory (slower steps)"
     else:
         verdict = "does not fit"
@@ -318,59 +349,15 @@ def run(params: Params, ctx: Context) -> Result:
         if fixed + _activation_bytes(model, p, mb)[2] > capacity:
             break
         max_mb = mb
-
-    notes = _notes(p, model, gpu)
-    base_total = base_nf4 + base_other
-    ctx.table(
-        f"QLoRA memory on {gpu.name} (GB = 1e9 B, GiB = 2^30 B)",
-        ["component", "bytes", "GB", "GiB", "detail"],
-        [
-            [c.name, c.bytes, round(gb(c.bytes), 3), round(gib(c.bytes), 3), c.detail]
-            for c in components
-        ]
-        + [
-            ["total", total, round(gb(total), 3), round(gib(total), 3), ""],
-            [
-                f"capacity ({p.capacity_basis})",
-                capacity,
-                round(gb(capacity), 3),
-                round(gib(capacity), 3),
-                "",
-            ],
-        ],
-    )
-    ctx.metric("trainable_params", lora_params, "params", "LoRA parameters")
-    ctx.metric("base_weights_gb", gb(base_total), "GB", "frozen base weights")
-    ctx.metric("total_gb", gb(total), "GB", "total needed")
-    ctx.metric("headroom_gb", gb(headroom), "GB", "headroom")
-    ctx.metric("max_micro_batch", max_mb, "sequences", "largest micro-batch that fits")
-
-    from labs import plots
-
-    ctx.plot(
-        f"QLoRA memory by component ({model.name}, r={p.rank})",
-        plots.bar_chart(
-            [c.name for c in components],
-            [gb(c.bytes) for c in components],
-            title=f"Total {gb(total):.1f} GB of {gb(capacity):.1f} GB",
-            value_label="GB (1e9 bytes)",
-        ),
-        {"components": [c.name for c in components], "gb": [gb(c.bytes) for c in components]},
-    )
-    for note in notes:
-        ctx.log(note)
-    ctx.log(
-        f"{model.name} QLoRA on {gpu.name}: {verdict} ({gb(total):.2f} of {gb(capacity):.2f} GB)."
-    )
-    ctx.progress(1.0, "done")
+    base_total = w.base_nf4 + w.base_other
     return Result(
         model=model.id,
         gpu=gpu.id,
-        trainable_params=lora_params,
-        trainable_percent=100 * lora_params / (quantized_params + other_params),
+        trainable_params=w.lora_params,
+        trainable_percent=100 * w.lora_params / (w.quantized_params + w.other_params),
         lora_scaling=p.alpha / p.rank,
-        base_quantized_params=quantized_params,
-        base_bits_per_quantized_param=BITS_PER_BYTE * base_nf4 / quantized_params,
+        base_quantized_params=w.quantized_params,
+        base_bits_per_quantized_param=BITS_PER_BYTE * w.base_nf4 / w.quantized_params,
         base_weights_bytes=base_total,
         base_weights_gb=gb(base_total),
         components=components,
@@ -385,8 +372,58 @@ def run(params: Params, ctx: Context) -> Result:
         fits=headroom >= 0,
         verdict=verdict,
         max_micro_batch=max_mb,
-        notes=notes,
+        notes=_notes(p, model, gpu),
     )
+
+
+def present(r: Result, p: Params, ctx: Context) -> None:
+    """The memory table, the headline metrics, one bar chart and the notes."""
+    model, gpu = get_model(r.model), get_gpu(r.gpu)
+    ctx.progress(0.1, "quantizing the base weights (on paper)")
+    ctx.progress(0.4, "sizing activations")
+    total, capacity = r.total_bytes, r.gpu_capacity_bytes
+    ctx.table(
+        f"QLoRA memory on {gpu.name} (GB = 1e9 B, GiB = 2^30 B)",
+        ["component", "bytes", "GB", "GiB", "detail"],
+        [
+            [c.name, c.bytes, round(gb(c.bytes), 3), round(gib(c.bytes), 3), c.detail]
+            for c in r.components
+        ]
+        + [
+            ["total", total, round(gb(total), 3), round(gib(total), 3), ""],
+            [
+                f"capacity ({p.capacity_basis})",
+                capacity,
+                round(gb(capacity), 3),
+                round(gib(capacity), 3),
+                "",
+            ],
+        ],
+    )
+    ctx.metric("trainable_params", r.trainable_params, "params", "LoRA parameters")
+    ctx.metric("base_weights_gb", r.base_weights_gb, "GB", "frozen base weights")
+    ctx.metric("total_gb", r.total_gb, "GB", "total needed")
+    ctx.metric("headroom_gb", r.headroom_gb, "GB", "headroom")
+    ctx.metric("max_micro_batch", r.max_micro_batch, "sequences", "largest micro-batch that fits")
+
+    from labs import plots
+
+    ctx.plot(
+        f"QLoRA memory by component ({model.name}, r={p.rank})",
+        plots.bar_chart(
+            [c.name for c in r.components],
+            [gb(c.bytes) for c in r.components],
+            title=f"Total {gb(total):.1f} GB of {gb(capacity):.1f} GB",
+            value_label="GB (1e9 bytes)",
+        ),
+        {"components": [c.name for c in r.components], "gb": [gb(c.bytes) for c in r.components]},
+    )
+    for note in r.notes:
+        ctx.log(note)
+    ctx.log(
+        f"{model.name} QLoRA on {gpu.name}: {r.verdict} ({gb(total):.2f} of {gb(capacity):.2f} GB)."
+    )
+    ctx.progress(1.0, "done")
 
 
 def _notes(p: Params, model: ModelConfig, gpu: GPU) -> list[str]:

@@ -20,6 +20,7 @@ import hashlib
 import os
 import platform
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
@@ -183,12 +184,13 @@ def fp8_per_tensor(w: torch.Tensor) -> torch.Tensor:
     return scaled.to(torch.float8_e4m3fn).to(torch.float32) * scale
 
 
-def int8_quantizer(ctx: Context) -> tuple[str, Quantizer]:
-    """labs.quant's int8 (per channel) if it imports, else the inline one — said in the log."""
+def int8_quantizer(notes: list[str]) -> tuple[str, Quantizer]:
+    """labs.quant's int8 (per channel) if it imports, else the inline one — said in ``notes``
+    (for the log)."""
     try:
         from labs.quant import quantize
     except Exception as exc:  # any import failure: the drill still runs with the inline quantizer
-        ctx.log(
+        notes.append(
             f"labs.quant is not importable ({type(exc).__name__}: {exc}); using the inline "
             "int8 quantizer."
         )
@@ -249,45 +251,47 @@ def run(params: Params, ctx: Context) -> Result:
         torch.use_deterministic_algorithms(was_deterministic)
 
 
+@dataclass
+class Trial:
+    """The computed result and what the presenter shows beside it (not part of the result)."""
+
+    result: Result
+    device: str
+    runs_top1: float  # top-1 agreement of run 1 and run 2
+    threads_max_abs_diff: float | None
+    # Per format: the test case's first logits, [class, fp32, low precision, difference].
+    test_case_logits: dict[str, list[list[float]]] = field(default_factory=dict)
+    diffs_per_input: list[float] = field(default_factory=list)  # first format, per input
+    notes: list[str] = field(default_factory=list)  # said before the comparisons
+
+
 def _run(params: Params, ctx: Context, device: str) -> Result:
+    from labs.presenters.reproducibility import present
+
+    trial = compare(params, device)
+    present(trial, params, ctx)
+    return trial.result
+
+
+def compare(params: Params, device: str) -> Trial:
+    """Run the seeded model twice, alone and in the batch, on one thread and many, and with
+    low-precision weights; every comparison bitwise and by its largest difference."""
     import torch
 
     env = environment(device, params.deterministic)
-    ctx.progress(0.05, "recording the environment")
-    ctx.table(
-        "Environment (put this in the bug report)",
-        ["item", "value"],
-        [[k, v] for k, v in env.model_dump().items()],
-    )
-    if device == "cpu":
-        ctx.log(
-            "Ran on the CPU: results hold for this CPU, torch build and thread count; a GPU "
-            "can differ."
-        )
-    shape = [params.batch, params.in_features]
-    ctx.log(
-        f"Model: Linear({params.in_features}→{params.hidden}) → ReLU → Linear({params.hidden}→"
-        f"{params.classes}), fp32, seed {params.seed}; input {shape}."
-    )
-    findings: list[str] = []
-
-    ctx.progress(0.15, "run 1 and run 2")
     with torch.no_grad():
         w, x = build(params, device)
         ref = forward(w, x)
         w2, x2 = build(params, device)
         again = forward(w2, x2)
     runs_equal = torch.equal(ref, again)
-    runs_top1 = float((again.argmax(dim=1) == ref.argmax(dim=1)).float().mean())
     runs_diff = _max_abs(ref, again)
     digest = fingerprint(ref)[:FINGERPRINT_HEX_CHARS]
-    findings.append(
+    findings = [
         f"Two runs from seed {params.seed}: "
         + ("bitwise equal" if runs_equal else f"NOT bitwise equal (max |Δ| {runs_diff:.3g})")
         + f"; fingerprint {digest}. Compare this fingerprint before and after an update."
-    )
-
-    ctx.progress(0.3, "batch invariance")
+    ]
     i = params.test_case
     with torch.no_grad():
         alone = forward(w, x[i : i + 1])
@@ -303,91 +307,9 @@ def _run(params: Params, ctx: Context, device: str) -> Result:
         )
         + "."
     )
-
-    threads_equal: bool | None = None
-    threads_diff: float | None = None
-    if device == "cpu" and torch.get_num_threads() > 1:
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            with torch.no_grad():
-                single = forward(w, x)
-        finally:
-            torch.set_num_threads(n)
-        threads_equal = torch.equal(single, ref)
-        threads_diff = _max_abs(single, ref)
-        findings.append(
-            f"1 thread vs {n} threads: "
-            + ("bitwise equal" if threads_equal else f"differs by up to {threads_diff:.3g}")
-            + "."
-        )
-
-    ctx.progress(0.5, "fp32 vs low-precision weights")
-    formats = ["int8", "fp8"] if params.low_precision == "both" else [params.low_precision]
-    quantizers: dict[str, tuple[str, Quantizer]] = {
-        "fp8": ("inline E4M3, per-tensor scale", fp8_per_tensor)
-    }
-    if "int8" in formats:
-        quantizers["int8"] = int8_quantizer(ctx)
-    comparisons: list[Comparison] = []
-    diffs_for_plot: list[float] = []
-    ref_top1 = ref.argmax(dim=1)
-    for fmt in formats:
-        quantizer, fn = quantizers[fmt]
-        with torch.no_grad():
-            wq = dict(w, w1=fn(w["w1"]), w2=fn(w["w2"]))
-            out = forward(wq, x)
-        err = torch.sqrt(((wq["w1"] - w["w1"]) ** 2).sum() + ((wq["w2"] - w["w2"]) ** 2).sum())
-        norm = torch.sqrt((w["w1"] ** 2).sum() + (w["w2"] ** 2).sum())
-        top1 = out.argmax(dim=1)
-        per_row = (out - ref).abs().amax(dim=1)
-        comparisons.append(
-            Comparison(
-                format=fmt,
-                quantizer=quantizer,
-                bitwise_equal=torch.equal(out, ref),
-                weight_rel_error=float(err / norm),
-                max_abs_diff=float(per_row.max()),
-                mean_abs_diff=float((out - ref).abs().mean()),
-                top1_agreement=float((top1 == ref_top1).float().mean()),
-                test_case_top1_fp32=int(ref_top1[i]),
-                test_case_top1=int(top1[i]),
-            )
-        )
-        if not diffs_for_plot:
-            diffs_for_plot = per_row.cpu().tolist()
-        ctx.table(
-            f"Test case {i}: logits, fp32 vs {fmt}",
-            ["class", "fp32", fmt, "difference"],
-            [
-                [c, float(ref[i, c]), float(out[i, c]), float(out[i, c] - ref[i, c])]
-                for c in range(min(params.classes, TEST_CASE_LOGITS_SHOWN))
-            ],
-        )
-
-    ctx.progress(0.85, "reporting")
-    ctx.table(
-        "Comparisons",
-        ["comparison", "bitwise equal", "max |Δlogit|", "top-1 agreement"],
-        [
-            ["run 1 vs run 2", runs_equal, runs_diff, runs_top1],
-            [f"case {i} alone vs in batch", batch_equal, batch_diff, None],
-            *(
-                [["1 thread vs all threads", threads_equal, threads_diff, None]]
-                if threads_equal is not None
-                else []
-            ),
-            *[
-                [
-                    f"fp32 vs {c.format} ({c.quantizer})",
-                    c.bitwise_equal,
-                    c.max_abs_diff,
-                    c.top1_agreement,
-                ]
-                for c in comparisons
-            ],
-        ],
-    )
+    threads_equal, threads_diff = _threads_comparison(w, x, ref, device, findings)
+    low = _low_precision(params, w, x, ref)
+    comparisons = low.comparisons
     for c in comparisons:
         flipped = round((1 - c.top1_agreement) * params.batch)
         findings.append(
@@ -396,35 +318,11 @@ def _run(params: Params, ctx: Context, device: str) -> Result:
             f"{c.max_abs_diff:.3g}; {flipped} of {params.batch} top-1 predictions changed "
             f"(test case {i}: class {c.test_case_top1_fp32} → {c.test_case_top1})."
         )
-        ctx.metric(
-            f"{c.format}_top1_agreement",
-            c.top1_agreement,
-            "fraction",
-            f"top-1 agreement fp32 vs {c.format}",
-        )
-        ctx.metric(
-            f"{c.format}_max_abs_diff", c.max_abs_diff, "logits", f"max |Δlogit| fp32 vs {c.format}"
-        )
-    ctx.metric("runs_max_abs_diff", runs_diff, "logits", "run 1 vs run 2")
-
-    from labs import plots
-
-    first = comparisons[0].format
-    ctx.plot(
-        f"Per-input max |Δlogit|, fp32 vs {first}",
-        plots.histogram(
-            diffs_for_plot, title=f"fp32 vs {first} weights", value_label="max |Δlogit| per input"
-        ),
-        {"format": first, "max_abs_diff_per_input": diffs_for_plot},
-    )
-    for f in findings:
-        ctx.log(f)
-    ctx.progress(1.0, "done")
     by_fmt = {c.format: c for c in comparisons}
-    return Result(
+    result = Result(
         environment=env,
         seed=params.seed,
-        input_shape=shape,
+        input_shape=[params.batch, params.in_features],
         test_case=i,
         fingerprint=digest,
         runs_bitwise_equal=runs_equal,
@@ -439,6 +337,94 @@ def _run(params: Params, ctx: Context, device: str) -> Result:
         fp8_max_abs_diff=by_fmt["fp8"].max_abs_diff if "fp8" in by_fmt else None,
         findings=findings,
     )
+    return Trial(
+        result=result,
+        device=device,
+        runs_top1=float((again.argmax(dim=1) == ref.argmax(dim=1)).float().mean()),
+        threads_max_abs_diff=threads_diff,
+        test_case_logits=low.test_case_logits,
+        diffs_per_input=low.diffs_per_input,
+        notes=low.notes,
+    )
+
+
+def _threads_comparison(
+    w: Weights, x: torch.Tensor, ref: torch.Tensor, device: str, findings: list[str]
+) -> tuple[bool | None, float | None]:
+    """On a multi-threaded CPU: the same forward on one thread against ``ref`` (bitwise
+    equal, max |difference|); ``(None, None)`` elsewhere."""
+    import torch
+
+    if not (device == "cpu" and torch.get_num_threads() > 1):
+        return None, None
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            single = forward(w, x)
+    finally:
+        torch.set_num_threads(n)
+    equal = torch.equal(single, ref)
+    diff = _max_abs(single, ref)
+    findings.append(
+        f"1 thread vs {n} threads: "
+        + ("bitwise equal" if equal else f"differs by up to {diff:.3g}")
+        + "."
+    )
+    return equal, diff
+
+
+@dataclass
+class _LowPrecision:
+    comparisons: list[Comparison] = field(default_factory=list)
+    test_case_logits: dict[str, list[list[float]]] = field(default_factory=dict)
+    diffs_per_input: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _low_precision(params: Params, w: Weights, x: torch.Tensor, ref: torch.Tensor) -> _LowPrecision:
+    """fp32 against int8 and/or fp8 weights (activations stay fp32)."""
+    import torch
+
+    low = _LowPrecision()
+
+    i = params.test_case
+    formats = ["int8", "fp8"] if params.low_precision == "both" else [params.low_precision]
+    quantizers: dict[str, tuple[str, Quantizer]] = {
+        "fp8": ("inline E4M3, per-tensor scale", fp8_per_tensor)
+    }
+    if "int8" in formats:
+        quantizers["int8"] = int8_quantizer(low.notes)
+    ref_top1 = ref.argmax(dim=1)
+    for fmt in formats:
+        quantizer, fn = quantizers[fmt]
+        with torch.no_grad():
+            wq = dict(w, w1=fn(w["w1"]), w2=fn(w["w2"]))
+            out = forward(wq, x)
+        err = torch.sqrt(((wq["w1"] - w["w1"]) ** 2).sum() + ((wq["w2"] - w["w2"]) ** 2).sum())
+        norm = torch.sqrt((w["w1"] ** 2).sum() + (w["w2"] ** 2).sum())
+        top1 = out.argmax(dim=1)
+        per_row = (out - ref).abs().amax(dim=1)
+        low.comparisons.append(
+            Comparison(
+                format=fmt,
+                quantizer=quantizer,
+                bitwise_equal=torch.equal(out, ref),
+                weight_rel_error=float(err / norm),
+                max_abs_diff=float(per_row.max()),
+                mean_abs_diff=float((out - ref).abs().mean()),
+                top1_agreement=float((top1 == ref_top1).float().mean()),
+                test_case_top1_fp32=int(ref_top1[i]),
+                test_case_top1=int(top1[i]),
+            )
+        )
+        if not low.diffs_per_input:
+            low.diffs_per_input = per_row.cpu().tolist()
+        low.test_case_logits[fmt] = [
+            [c, float(ref[i, c]), float(out[i, c]), float(out[i, c] - ref[i, c])]
+            for c in range(min(params.classes, TEST_CASE_LOGITS_SHOWN))
+        ]
+    return low
 
 
 LAB = Lab(

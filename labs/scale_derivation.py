@@ -20,6 +20,7 @@ Three edge cases that break real quantizers are run every time:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field, FiniteFloat, model_validator
@@ -218,11 +219,27 @@ def _round_elements(y: torch.Tensor, fmt: str, qmax: float) -> tuple[torch.Tenso
     return fp8.float(), [f"0x{b:02x}" for b in bits]
 
 
-def _per_tensor(
-    x: torch.Tensor, params: Params, qmax: float
-) -> tuple[torch.Tensor, torch.Tensor, list[str], float, str, list[str]]:
-    """int/fp8 with one scale: (effective scale per element, elements, codes, amax,
-    scale source, log lines)."""
+@dataclass
+class _Scales:
+    """One way of deriving the scale: per element, its effective scale, element and code."""
+
+    scale_e: torch.Tensor  # effective scale of every element, float32
+    elements: torch.Tensor  # the rounded element values, float32
+    codes: list[str]
+    amax: float
+    source: str
+    lines: list[str]  # how the scale was derived, for the log
+    deq: torch.Tensor
+    lo: torch.Tensor  # the representable range per element, for the clipping split
+    hi: torch.Tensor
+    tensor_scale: float | None
+    matches: bool | None  # equals labs.quant's own dequantized tensor (None: not comparable)
+    blocks: list[BlockStep] = field(default_factory=list)
+    n_blocks: int = 1
+
+
+def _per_tensor(x: torch.Tensor, params: Params, qmax: float) -> _Scales:
+    """int/fp8 with one scale, derived from amax, a percentile or the typed-in value."""
     import torch
 
     amax = float(x.abs().max())
@@ -244,9 +261,20 @@ def _per_tensor(
         lines.append(f"scale = amax / qmax = {amax:.6g} / {qmax:g} = {scale:.6g}")
     if scale == 0:
         lines.append("scale = 0: an all-zero tensor; the division below uses 1 instead (0 / 1 = 0)")
+    from labs.quant import quantize
+
     divisor = torch.full_like(x, scale if scale != 0 else 1.0)
     elements, codes = _round_elements(x / divisor, params.format, qmax)
-    return torch.full_like(x, scale), elements, codes, amax, source, lines
+    scale_e = torch.full_like(x, scale)
+    deq = elements * scale_e
+    matches = None
+    if source == "absmax":
+        reference = quantize(x, params.format, granularity="tensor").dequantize()
+        matches = bool(torch.equal(reference, deq))
+    return _Scales(
+        scale_e, elements, codes, amax, source, lines, deq, -qmax * scale_e, qmax * scale_e,
+        float(scale_e[0]), matches,
+    )  # fmt: skip
 
 
 def _block_steps(q: QuantizedTensor, x: torch.Tensor, fmt: str, qmax: float) -> list[BlockStep]:
@@ -371,67 +399,87 @@ def cast_demo(fmt: str) -> CastDemo:
     )
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """The computed result and the narration that explains it (not part of the result)."""
+
+    result: Result
+    lines: list[str]  # how the scale was derived, one log line each
+    n_blocks: int
+
+
 def run(params: Params, ctx: Context) -> Result:
+    from labs.presenters.scale_derivation import present
+
+    derivation = derive(params)
+    present(derivation, ctx)
+    return derivation.result
+
+
+def _format_scales(x: torch.Tensor, fmt: str, qmax: float) -> _Scales:
+    """NVFP4 / MXFP4: the effective scale of every element, the elements, codes, bounds,
+    block steps and derivation lines, from labs.quant's own quantization."""
     import torch
 
-    from labs import plots
     from labs.quant import F8_E4M3_MAX, FORMAT_LIMITS, quantize
-    from labs.quant.metrics import clipped_beyond, element_bounds, error_split
+    from labs.quant.metrics import element_bounds
+
+    q = quantize(x, fmt)
+    amax = float(x.abs().max())
+    affine = q.affine()
+    scale_e = q.unblock(affine.scale[:, None].expand(affine.elements.shape))
+    elements = q.unblock(affine.elements)
+    deq = q.dequantize()
+    blocks = _block_steps(q, x, fmt, qmax)
+    tensor_scale = float(q.tensor_scale) if q.tensor_scale is not None else None
+    lines = [f"amax = max|x| = {amax:.6g}", f"element max = {qmax:g} (E2M1)"]
+    if fmt == "nvfp4":
+        lines.append(
+            f"tensor_scale = amax / ({F8_E4M3_MAX:g} · {qmax:g}) = {tensor_scale:.6g} (float32); "
+            f"each block of 16: E4M3(amax_b / {qmax:g} / tensor_scale), effective scale = "
+            "tensor_scale × E4M3 scale"
+        )
+    else:
+        emax = FORMAT_LIMITS["e2m1"]["emax"]
+        lines.append(
+            f"each block of 32: scale = 2^(floor(log2 amax_b) − {emax}) (E8M0, OCP MX v1.0), "
+            f"so amax_b / scale lies in [{2**emax:g}, {2 ** (emax + 1):g}) and values beyond "
+            f"{qmax:g} are clipped"
+        )
+    lo, hi = element_bounds(q)
+    return _Scales(
+        scale_e=scale_e,
+        elements=elements,
+        codes=[f"0x{int(c):x}" for c in q.codes.tolist()],
+        amax=amax,
+        source="format",
+        lines=lines,
+        deq=deq,
+        lo=lo,
+        hi=hi,
+        tensor_scale=tensor_scale,
+        matches=bool(torch.equal(elements * scale_e, deq))
+        and all(b.matches_labs_quant for b in blocks),
+        blocks=blocks,
+        n_blocks=q.layout.n_blocks,
+    )
+
+
+def derive(params: Params) -> Derivation:
+    """Every step of the scale derivation, the three edge cases, and the error split."""
+    import torch
+
+    from labs.quant.metrics import clipped_beyond, error_split
 
     fmt = params.format
     x = torch.tensor(params.values, dtype=torch.float32)
     n = x.numel()
     qmax = _qmax(fmt)
-    ctx.progress(0.05, "deriving the scale")
-    blocks: list[BlockStep] = []
-    n_blocks = 1
-    matches: bool | None = None
-    if fmt in PER_TENSOR_FORMATS:
-        scale_e, elements, codes, amax, source, lines = _per_tensor(x, params, qmax)
-        deq = elements * scale_e
-        lo, hi = -qmax * scale_e, qmax * scale_e
-        tensor_scale: float | None = float(scale_e[0])
-        if source == "absmax":
-            reference = quantize(x, fmt, granularity="tensor").dequantize()
-            matches = bool(torch.equal(reference, deq))
-    else:
-        q = quantize(x, fmt)
-        amax = float(x.abs().max())
-        source = "format"
-        affine = q.affine()
-        scale_e = q.unblock(affine.scale[:, None].expand(affine.elements.shape))
-        elements = q.unblock(affine.elements)
-        codes = [f"0x{int(c):x}" for c in q.codes.tolist()]
-        deq = q.dequantize()
-        lo, hi = element_bounds(q)
-        blocks = _block_steps(q, x, fmt, qmax)
-        n_blocks = q.layout.n_blocks
-        tensor_scale = float(q.tensor_scale) if q.tensor_scale is not None else None
-        matches = bool(torch.equal(elements * scale_e, deq)) and all(
-            b.matches_labs_quant for b in blocks
-        )
-        lines = [f"amax = max|x| = {amax:.6g}", f"element max = {qmax:g} (E2M1)"]
-        if fmt == "nvfp4":
-            lines.append(
-                f"tensor_scale = amax / ({F8_E4M3_MAX:g} · {qmax:g}) = {tensor_scale:.6g} (float32); "
-                f"each block of 16: E4M3(amax_b / {qmax:g} / tensor_scale), effective scale = "
-                "tensor_scale × E4M3 scale"
-            )
-        else:
-            emax = FORMAT_LIMITS["e2m1"]["emax"]
-            lines.append(
-                f"each block of 32: scale = 2^(floor(log2 amax_b) − {emax}) (E8M0, OCP MX v1.0), "
-                f"so amax_b / scale lies in [{2**emax:g}, {2 ** (emax + 1):g}) and values beyond "
-                f"{qmax:g} are clipped"
-            )
-    for line in lines:
-        ctx.log(line)
-    if matches is not None:
-        ctx.log(f"The step-by-step values equal labs.quant's dequantized tensor: {matches}")
-
+    sc = _per_tensor(x, params, qmax) if fmt in PER_TENSOR_FORMATS else _format_scales(x, fmt, qmax)
+    scale_e, elements, deq = sc.scale_e, sc.elements, sc.deq
     y = x / torch.where(scale_e == 0, torch.ones_like(scale_e), scale_e)
     error = deq - x
-    clipped = clipped_beyond(x, lo, hi)
+    clipped = clipped_beyond(x, sc.lo, sc.hi)
     split = ErrorSplit.from_metrics(error_split(x, deq, clipped))
     shown = min(n, SHOWN_ELEMENTS)
     steps = [
@@ -440,159 +488,32 @@ def run(params: Params, ctx: Context) -> Result:
             x=float(x[i]),
             x_over_scale=float(y[i]),
             element=float(elements[i]),
-            code=codes[i],
+            code=sc.codes[i],
             dequantized=float(deq[i]),
             error=float(error[i]),
             clipped=bool(clipped[i]),
         )
         for i in range(shown)
     ]
-    ctx.progress(0.4, "per element")
-    if blocks:
-        ctx.table(
-            f"{fmt}: block scales (first {len(blocks)} of {n_blocks})",
-            ["block", "amax_b", "exact scale", "stored scale", "effective scale", "how"],
-            [
-                [b.block, b.amax, b.exact_scale, b.stored_scale, b.effective_scale, b.derivation]
-                for b in blocks
-            ],
-        )
-    ctx.table(
-        f"{fmt}: each value (first {shown} of {n})",
-        ["i", "x", "x / scale", "element", "code", "dequantized", "error", "clipped"],
-        [
-            [s.index, s.x, s.x_over_scale, s.element, s.code, s.dequantized, s.error, s.clipped]
-            for s in steps
-        ],
-    )
-    ctx.table(
-        "error split",
-        ["", "MSE", "share"],
-        [
-            [
-                "rounding (values inside the range)",
-                split.rounding_mse,
-                _share(split.rounding_mse, split.mse),
-            ],
-            [
-                "clipping (values beyond it)",
-                split.clipping_mse,
-                _share(split.clipping_mse, split.mse),
-            ],
-            ["total", split.mse, 1.0 if split.mse else None],
-        ],
-    )
-    ctx.metric("amax", amax, "", "amax = max|x|")
-    if tensor_scale is not None:
-        ctx.metric("scale", tensor_scale, "", "scale" if fmt != "nvfp4" else "tensor scale")
-    ctx.metric("clipped", float(split.clipped), "values", "values clipped")
-    ctx.metric("max_abs_error", split.max_abs_error, "", "max |error|")
-    if split.sqnr_db is not None:
-        ctx.metric("sqnr_db", split.sqnr_db, "dB", "SQNR")
-    if split.clipped == 0 and source in ("absmax", "format") and fmt in PER_TENSOR_FORMATS:
-        ctx.log(
-            "Nothing was clipped: scale = amax / qmax puts amax on the largest code. "
-            "Set clip_percentile (e.g. 90) or scale to see clipping error."
-        )
-
-    order = sorted(range(shown), key=lambda i: steps[i].x)
-    xs = [steps[i].x for i in order]
-    ctx.plot(
-        "Each value and what comes back",
-        plots.line_chart(
-            {
-                "dequantized": (xs, [steps[i].dequantized for i in order]),
-                "x (no error)": ([xs[0], xs[-1]], [xs[0], xs[-1]]),
-            },
-            title=f"{fmt}: the values, sorted, and their dequantized values",
-            x_label="x",
-            y_label="value",
-        ),
-        {"x": xs, "dequantized": [steps[i].dequantized for i in order]},
-    )
-
-    ctx.progress(0.6, "the all-zero tensor")
-    zero = _zero_case(fmt, min(n, SHOWN_ELEMENTS), qmax)
-    ctx.table(
-        f"all-zero tensor of {zero.n_values} values, {fmt}",
-        ["approach", "scale", "dequantized", "NaN?"],
-        [
-            [
-                "naive: amax / qmax, then x / scale",
-                zero.naive_scale,
-                "0/0 → " + ", ".join(zero.naive_dequantized),
-                zero.naive_has_nan,
-            ],
-            [
-                "scale clamped to float32 eps (PyTorch observers, torchao)",
-                zero.eps_scale,
-                "all 0" if zero.eps_dequantized_all_zero else "not all 0",
-                False,
-            ],
-            [
-                "labs.quant: stores scale 0 and divides by 1 instead"
-                if zero.labs_quant_scale == 0
-                else "labs.quant: stores the smallest scale the format has",
-                zero.labs_quant_scale,
-                "all 0" if zero.labs_quant_dequantized_all_zero else "not all 0",
-                zero.labs_quant_has_nan,
-            ],
-        ],
-    )
-    ctx.log(
-        f"A clamp does not cure NaN: torch.clamp(nan, -qmax, qmax) = {zero.clamp_of_nan}; the zero-scale guard must come before the division."
-    )
-
-    ctx.progress(0.8, "fp8 casts: clamp first or cast first")
-    casts = [cast_demo(f) for f in FP8_DTYPES]
-    for c in casts:
-        ctx.table(
-            f"float32 → {c.dtype} (max finite {c.max_finite:g})",
-            ["probe", "input", "cast, then clamp", "clamp, then cast"],
-            [
-                [label, i, a, b]
-                for label, i, a, b in zip(
-                    c.probes, c.inputs, c.cast_then_clamp, c.clamp_then_cast, strict=True
-                )
-            ]
-            + [["Σ stored·(+1, −1, …)", None, c.dot_cast_then_clamp, c.dot_clamp_then_cast]],
-        )
-        ctx.log(
-            f"{c.dtype}: casting first stored {c.cast_then_clamp_nonfinite} non-finite value(s) "
-            f"(dot product {c.dot_cast_then_clamp}); clamping first stored "
-            f"{c.clamp_then_cast_nonfinite} (dot product {c.dot_clamp_then_cast}). "
-            f"Clamping the fp8 tensor afterwards: {c.clamp_on_fp8_tensor}."
-        )
-        if c.cast_then_clamp_nonfinite == 0:
-            ctx.log(
-                f"This torch's cast to {c.dtype} saturated to ±{c.max_finite:g}. That is one of two "
-                "conversion modes in the OFP8 spec: the other (non-saturating, CUDA's __NV_NOSAT) "
-                "turns overflow into NaN for E4M3, which has no infinity. Clamping first gives "
-                "the same stored value under either mode."
-            )
-    ctx.progress(1.0, "done")
-    return Result(
+    result = Result(
         format=fmt,
         n_values=n,
-        amax=amax,
+        amax=sc.amax,
         qmax=qmax,
-        scale_source=source,
-        scale=tensor_scale,
+        scale_source=sc.source,
+        scale=sc.tensor_scale,
         first_block_scale=float(scale_e[0]),
-        blocks=blocks,
+        blocks=sc.blocks,
         elements=steps,
         elements_shown=shown,
-        matches_labs_quant=matches,
+        matches_labs_quant=sc.matches,
         error=split,
         max_abs_error=split.max_abs_error,
         clipped=split.clipped,
-        zero_case=zero,
-        casts=casts,
+        zero_case=_zero_case(fmt, min(n, SHOWN_ELEMENTS), qmax),
+        casts=[cast_demo(f) for f in FP8_DTYPES],
     )
-
-
-def _share(part: float, total: float) -> float | None:
-    return part / total if total else None
+    return Derivation(result, sc.lines, sc.n_blocks)
 
 
 LAB = Lab(

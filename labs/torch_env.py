@@ -88,49 +88,97 @@ def _cpu_flags() -> set[str]:
 
 
 def run(params: TorchEnvParams, ctx: Context) -> TorchEnvResult:
+    result = inspect_torch()
+    present(result, ctx)
+    return result
+
+
+def _devices() -> list[DeviceInfo]:
     import torch
 
-    ctx.progress(0.1, "torch")
-    ctx.log(f"$ {VERSION_COMMAND}\n{torch.__version__}")
-    cuda_ok = torch.cuda.is_available()
     devices: list[DeviceInfo] = []
-    if cuda_ok:
-        ctx.progress(0.4, "CUDA devices")
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            arch, types = native_types(p.major, p.minor)
-            devices.append(
-                DeviceInfo(
-                    index=i,
-                    name=p.name,
-                    compute_capability=f"{p.major}.{p.minor}",
-                    architecture=arch,
-                    total_memory_bytes=p.total_memory,
-                    multiprocessors=p.multi_processor_count,
-                    tensor_core_types=list(types),
-                    native=_key_support(types),
-                )
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        arch, types = native_types(p.major, p.minor)
+        devices.append(
+            DeviceInfo(
+                index=i,
+                name=p.name,
+                compute_capability=f"{p.major}.{p.minor}",
+                architecture=arch,
+                total_memory_bytes=p.total_memory,
+                multiprocessors=p.multi_processor_count,
+                tensor_core_types=list(types),
+                native=_key_support(types),
             )
+        )
+    return devices
+
+
+def _finding(devices: list[DeviceInfo], cpu_native: dict[str, bool]) -> str:
+    import torch
+
+    if devices:
+        d = devices[0]
+        native = [k for k, ok in d.native.items() if ok] or ["none of bf16, fp8, fp4"]
+        return f"torch {torch.__version__} with CUDA {torch.version.cuda}; {d.name} (sm_{d.compute_capability.replace('.', '')}) runs {', '.join(native)} natively."
+    if torch.version.cuda:
+        return f"torch {torch.__version__} is a CUDA {torch.version.cuda} build, but no GPU is visible to this lab: it runs on the CPU."
+    return f"torch {torch.__version__} is a CPU-only build: labs run on the CPU" + (
+        ", which computes bf16 natively (AVX512-BF16/AMX)."
+        if cpu_native["bf16"]
+        else "; bf16 is emulated in fp32 arithmetic."
+    )
+
+
+def inspect_torch() -> TorchEnvResult:
+    """The torch build, its CUDA and cuDNN, the visible devices and what they run natively."""
+    import torch
+
+    cuda_ok = torch.cuda.is_available()
+    devices = _devices() if cuda_ok else []
     cudnn = (
         torch.backends.cudnn.version() if cuda_ok and torch.backends.cudnn.is_available() else None
     )
     flags = _cpu_flags()
     cpu_native = {"bf16": any(f in flags for f in CPU_BF16_FLAGS), "fp8": False, "fp4": False}
+    return TorchEnvResult(
+        version_command=VERSION_COMMAND,
+        version_output=torch.__version__,
+        python=f"{platform.python_version()} ({sys.implementation.name})",
+        cuda_build=torch.version.cuda,
+        cuda_available=cuda_ok,
+        cudnn_version=cudnn,
+        device_count=len(devices),
+        devices=devices,
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        cpu_native=cpu_native,
+        threads=torch.get_num_threads(),
+        finding=_finding(devices, cpu_native),
+    )
+
+
+def present(r: TorchEnvResult, ctx: Context) -> None:
+    """The version command's output, the build table and (with CUDA) the devices table."""
+    ctx.progress(0.1, "torch")
+    ctx.log(f"$ {r.version_command}\n{r.version_output}")
+    if r.cuda_available:
+        ctx.progress(0.4, "CUDA devices")
     ctx.table(
         "torch build",
         ["item", "value"],
         [
-            ["torch", torch.__version__],
+            ["torch", r.version_output],
             ["python", platform.python_version()],
-            ["CUDA (build)", torch.version.cuda or "none (CPU build)"],
-            ["CUDA available", cuda_ok],
-            ["cuDNN", cudnn],
-            ["devices", len(devices)],
-            ["CPU capability", torch.backends.cpu.get_cpu_capability()],
-            ["threads", torch.get_num_threads()],
+            ["CUDA (build)", r.cuda_build or "none (CPU build)"],
+            ["CUDA available", r.cuda_available],
+            ["cuDNN", r.cudnn_version],
+            ["devices", r.device_count],
+            ["CPU capability", r.cpu_capability],
+            ["threads", r.threads],
         ],
     )
-    if devices:
+    if r.devices:
         ctx.table(
             "devices",
             [
@@ -154,35 +202,10 @@ def run(params: TorchEnvParams, ctx: Context) -> TorchEnvResult:
                     d.multiprocessors,
                     *(d.native[k] for k in KEY_TYPES),
                 ]
-                for d in devices
+                for d in r.devices
             ],
         )
-        d = devices[0]
-        native = [k for k, ok in d.native.items() if ok] or ["none of bf16, fp8, fp4"]
-        finding = f"torch {torch.__version__} with CUDA {torch.version.cuda}; {d.name} (sm_{d.compute_capability.replace('.', '')}) runs {', '.join(native)} natively."
-    elif torch.version.cuda:
-        finding = f"torch {torch.__version__} is a CUDA {torch.version.cuda} build, but no GPU is visible to this lab: it runs on the CPU."
-    else:
-        finding = f"torch {torch.__version__} is a CPU-only build: labs run on the CPU" + (
-            ", which computes bf16 natively (AVX512-BF16/AMX)."
-            if cpu_native["bf16"]
-            else "; bf16 is emulated in fp32 arithmetic."
-        )
     ctx.progress(1.0, "done")
-    return TorchEnvResult(
-        version_command=VERSION_COMMAND,
-        version_output=torch.__version__,
-        python=f"{platform.python_version()} ({sys.implementation.name})",
-        cuda_build=torch.version.cuda,
-        cuda_available=cuda_ok,
-        cudnn_version=cudnn,
-        device_count=len(devices),
-        devices=devices,
-        cpu_capability=torch.backends.cpu.get_cpu_capability(),
-        cpu_native=cpu_native,
-        threads=torch.get_num_threads(),
-        finding=finding,
-    )
 
 
 LAB = Lab(

@@ -16,7 +16,6 @@ import os
 import platform
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import QUEUES, RunQueue
 from app.settings import Settings
 from labs.base import InvalidParams, NeedsGPU
+from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
 from labs.runtime.executor import Job, Outcome, execute
 from labs.runtime.sandbox import MIB, SandboxConfig, lab_threads
 from labs.runtime.warm import cpu_model, preload
@@ -85,22 +85,6 @@ GPU_SNAPSHOT_FIELDS = (
 )
 
 
-def nvidia_smi(fields: tuple[str, ...]) -> list[dict[str, str]] | None:
-    """One dict per GPU, or None without an NVIDIA driver. Never initialises CUDA."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    rows = [
-        [c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()
-    ]
-    return [dict(zip(fields, r, strict=False)) for r in rows] or None
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -10,51 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from labs import fp8_savings, kv_capacity, memory_budget, qlora_budget
-from labs.base import EventContext, Lab, NeedsGPU
+from tests.unit.labs.helpers import run_lab
 
 MODULES = (memory_budget, qlora_budget, kv_capacity, fp8_savings)
-IDS = ("memory-budget", "qlora-budget", "kv-capacity", "fp8-savings")
-
-
-def run_lab(module, params=None):
-    events: list[tuple[str, dict]] = []
-    ctx = EventContext(lambda kind, data: events.append((kind, data)))
-    result = module.LAB.run(module.Params.model_validate(params or {}), ctx)
-    json.dumps([data for _, data in events], allow_nan=False)  # every event is strict JSON
-    json.dumps(result.model_dump(mode="json"), allow_nan=False)
-    return result, events
-
-
-@pytest.mark.parametrize(("module", "lab_id"), list(zip(MODULES, IDS, strict=True)))
-def test_lab_declaration(module, lab_id):
-    lab = module.LAB
-    assert isinstance(lab, Lab) and lab.id == lab_id and lab.needs_gpu is NeedsGPU.no
-    assert lab.params is module.Params and lab.queue == "cpu"
-    result_fields = type(lab.run(module.Params(), EventContext(lambda k, d: None))).model_fields
-    for key, unit in lab.numeric_outputs:
-        assert key in result_fields and unit
-
-
-@pytest.mark.parametrize("module", MODULES)
-def test_every_param_has_a_description_and_a_default(module):
-    for name, field in module.Params.model_fields.items():
-        assert field.description, name
-        assert not field.is_required(), name
-    schema = module.LAB.params_schema()
-    assert all(p.get("description") for p in schema["properties"].values())
-
-
-@pytest.mark.parametrize("module", MODULES)
-def test_empty_params_run_and_stream_every_event_kind(module):
-    result, events = run_lab(module)
-    kinds = {kind for kind, _ in events}
-    assert {"progress", "table", "metric", "plot", "log"} <= kinds
-    assert events[-1] == ("progress", {"fraction": 1.0, "message": "done"})
-    plot = next(data for kind, data in events if kind == "plot")
-    assert plot["svg"].startswith("<svg") and "<script" not in plot["svg"]
-    for key, _unit in module.LAB.numeric_outputs:
-        value = getattr(result, key)
-        assert value is None or isinstance(value, int | float)
 
 
 @pytest.mark.parametrize("module", MODULES)

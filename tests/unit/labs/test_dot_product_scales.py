@@ -6,7 +6,6 @@ import pytest
 from pydantic import ValidationError
 
 from labs import dot_product_scales as lab
-from labs.base import NeedsGPU
 from tests.unit.labs.helpers import run_lab
 
 # Scales applied correctly reproduce the float64 product of the dequantized operands up
@@ -17,16 +16,6 @@ EXACT = 1e-5
 @pytest.fixture(scope="module")
 def default_run():
     return run_lab(lab)
-
-
-def test_declaration_and_params_schema():
-    assert lab.LAB.id == "dot-product-scales" and lab.LAB.needs_gpu is NeedsGPU.no
-    for name, field in lab.Params.model_fields.items():
-        assert field.description, name
-        assert not field.is_required(), name
-    fields = lab.Result.model_fields
-    for key, unit in lab.LAB.numeric_outputs:
-        assert key in fields and unit
 
 
 def test_block_scales_inside_the_reduction_are_exact_after_it_are_not(default_run):

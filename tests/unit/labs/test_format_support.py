@@ -9,9 +9,10 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
+from labs import format_rules as fr
 from labs import format_support as fs
-from labs.base import NeedsGPU
 from labs.gpus import GPUS
+from labs.hardware import nvidia_smi as smi
 from tests.unit.labs.helpers import run_lab
 
 
@@ -22,16 +23,6 @@ def test_importing_these_labs_imports_no_numeric_stack():
         "set(sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_declaration_and_params_schema():
-    lab = fs.LAB
-    assert lab.id == "format-support" and lab.needs_gpu is NeedsGPU.no and lab.params is fs.Params
-    for name, field in fs.Params.model_fields.items():
-        assert field.description and not field.is_required(), name
-    assert all(p.get("description") for p in lab.params_schema()["properties"].values())
-    for key, unit in lab.numeric_outputs:
-        assert key in fs.Result.model_fields and unit
 
 
 def test_empty_params_stream_every_event_kind(tmp_path):
@@ -188,12 +179,12 @@ def test_vllm_citations_are_pinned_to_the_release_the_rules_encode():
     vllm = [u for u in urls if "vllm" in u]
     assert vllm and not [u for u in vllm if "/main/" in u or "/latest/" in u]
     marlin = [u for u in vllm if "marlin_utils" in u]
-    assert marlin and all(f"/blob/{fs.VLLM_RULES_VERSION}/" in u for u in marlin)
+    assert marlin and all(f"/blob/{fr.VLLM_RULES_VERSION}/" in u for u in marlin)
     # Every row that gates on FP8/FP4 Marlin's capability says which release it reflects.
     for key in ("fp8", "nvfp4", "mxfp4"):
         for rule in fs.RULES[key]:
-            if {fs.VLLM_FP8_MARLIN, fs.VLLM_FP4_MARLIN} & set(rule.sources):
-                assert fs.VLLM_RULES_VERSION in rule.note, (key, rule.min_sm)
+            if {fr.VLLM_FP8_MARLIN, fr.VLLM_FP4_MARLIN} & set(rule.sources):
+                assert fr.VLLM_RULES_VERSION in rule.note, (key, rule.min_sm)
 
 
 def test_compute_speedup_only_on_native_low_precision(tmp_path):
@@ -227,7 +218,7 @@ def test_parse_nvidia_smi_rejects_garbage():
 
 
 def test_auto_without_a_driver_falls_back_and_says_so(monkeypatch, tmp_path):
-    monkeypatch.setattr(fs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(smi.shutil, "which", lambda name: None)
     result, _ = run_lab(fs, {"gpu": "auto"}, tmpdir=tmp_path)
     assert result.gpu == fs.AUTO_FALLBACK_GPU
     assert any("no NVIDIA driver" in n for n in result.notes)
@@ -240,8 +231,8 @@ def test_auto_reads_an_unknown_gpu_by_its_compute_capability(monkeypatch, tmp_pa
         calls.append(argv)
         return subprocess.CompletedProcess(argv, 0, "NVIDIA GeForce RTX 5090, 12.0, 32607\n", "")
 
-    monkeypatch.setattr(fs.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(fs.subprocess, "run", fake_run)
+    monkeypatch.setattr(smi.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(smi.subprocess, "run", fake_run)
     result, _ = run_lab(fs, {"gpu": "auto", "format": "nvfp4"}, tmpdir=tmp_path)
     assert calls == [
         ["nvidia-smi", "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
@@ -269,4 +260,4 @@ def test_auto_reads_this_workers_gpu(tmp_path):
     result, _ = run_lab(fs, {"gpu": "auto", "format": "fp8"}, tmpdir=tmp_path)
     assert result.detected and "," in result.detected  # the raw nvidia-smi line
     assert result.compute_capability == f"{major}.{minor}"
-    assert result.native == (major * 10 + minor >= fs.SM_ADA)
+    assert result.native == (major * 10 + minor >= fr.SM_ADA)

@@ -10,7 +10,6 @@ import pytest
 from pydantic import ValidationError
 
 from labs import granularity_compare as lab
-from labs.base import NeedsGPU
 from labs.error_split import ErrorSplit
 from tests.unit.labs.helpers import run_lab
 
@@ -18,17 +17,6 @@ from tests.unit.labs.helpers import run_lab
 @pytest.fixture(scope="module")
 def default_run():
     return run_lab(lab)
-
-
-def test_declaration_and_params_schema():
-    assert lab.LAB.id == "granularity-compare" and lab.LAB.needs_gpu is NeedsGPU.no
-    assert lab.LAB.params is lab.Params
-    for name, field in lab.Params.model_fields.items():
-        assert field.description, name
-        assert not field.is_required(), name
-    fields = lab.Result.model_fields
-    for key, unit in lab.LAB.numeric_outputs:
-        assert key in fields and unit
 
 
 def test_formats_are_exactly_those_with_a_granularity_option():

@@ -9,18 +9,9 @@ import torch
 from pydantic import ValidationError
 
 from labs import reproducibility as rp
-from labs.base import NeedsGPU
 from tests.unit.labs.helpers import run_lab
 
 SMALL = {"batch": 64, "hidden": 64, "in_features": 32}
-
-
-def test_declaration_and_params():
-    assert rp.LAB.id == "reproducibility" and rp.LAB.needs_gpu is NeedsGPU.no
-    for name, field in rp.Params.model_fields.items():
-        assert field.description and not field.is_required(), name
-    for key, unit in rp.LAB.numeric_outputs:
-        assert key in rp.Result.model_fields and unit
 
 
 def test_bad_params_are_rejected():

@@ -10,21 +10,7 @@ from pathlib import Path
 import pytest
 
 from labs import block_quantize, gpu_status, torch_env
-from labs.base import Lab, NeedsGPU
-from labs.registry import all_labs
 from tests.unit.labs.helpers import run_lab
-
-LABS = (gpu_status.LAB, torch_env.LAB, block_quantize.LAB)
-
-
-@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
-def test_registered_with_described_defaulted_params(lab: Lab) -> None:
-    assert all_labs()[lab.id] is lab
-    assert lab.needs_gpu is NeedsGPU.preferred and lab.queue == "cpu"
-    for name, field in lab.params.model_fields.items():
-        assert field.description and not field.is_required(), name
-    lab.params.model_validate({})  # `{}` is a valid request
-
 
 # -- gpu-status -------------------------------------------------------------------
 

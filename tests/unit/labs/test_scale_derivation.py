@@ -8,23 +8,12 @@ import pytest
 from pydantic import ValidationError
 
 from labs import scale_derivation as lab
-from labs.base import NeedsGPU
 from tests.unit.labs.helpers import run_lab
 
 
 @pytest.fixture(scope="module")
 def default_run():
     return run_lab(lab)
-
-
-def test_declaration_and_params_schema():
-    assert lab.LAB.id == "scale-derivation" and lab.LAB.needs_gpu is NeedsGPU.no
-    for name, field in lab.Params.model_fields.items():
-        assert field.description, name
-        assert not field.is_required(), name
-    fields = lab.Result.model_fields
-    for key, unit in lab.LAB.numeric_outputs:
-        assert key in fields and unit
 
 
 def test_default_int8_scale_step_by_step(default_run):

@@ -9,20 +9,9 @@ import torch
 from pydantic import ValidationError
 
 from labs import vram_observe as vo
-from labs.base import NeedsGPU
 from tests.unit.labs.helpers import run_lab
 
 TINY = {"hidden_size": 128, "seq_len": 16, "batch_sizes": [1, 4], "dtypes": ["bf16"]}
-
-
-def test_declaration_and_params():
-    lab = vo.LAB
-    assert lab.id == "vram-observe" and lab.needs_gpu is NeedsGPU.preferred
-    for name, field in vo.Params.model_fields.items():
-        assert field.description and not field.is_required(), name
-    assert all(p.get("description") for p in lab.params_schema()["properties"].values())
-    for key, unit in lab.numeric_outputs:
-        assert key in vo.Result.model_fields and unit
 
 
 def test_bad_params_are_rejected_and_batches_normalised():
