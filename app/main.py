@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 
 from app import metrics
 from app.content import Catalogue
+from app.content.store import ContentStore
 from app.db import make_engine, make_sessionmaker
 from app.logging import configure_logging
 from app.middleware import LowbitMiddleware
@@ -37,7 +38,6 @@ from app.routes import (
 )
 from app.search import sync_index
 from app.settings import Settings
-from app.store import ContentStore
 from app.templating import StaticManifest, render, templates
 from labs.registry import lab_ids
 
