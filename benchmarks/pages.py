@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -175,6 +176,75 @@ def largest_card(base: str) -> tuple[str, int]:
     return slug, sizes[slug]
 
 
+@dataclass
+class Measured:
+    """Per URL: requests/second and web CPU milliseconds per request, one per round."""
+
+    rps: dict[str, list[float]] = field(default_factory=dict)
+    cpu_ms: dict[str, list[float]] = field(default_factory=dict)
+    errors: int = 0
+
+    def median(self, what: str, url: str) -> float:
+        return statistics.median(getattr(self, what)[url])
+
+
+def measure(server: Server, urls: list[str], rounds: int, seconds: float, clients: int) -> Measured:
+    """Load each URL in turn, ``rounds`` times, after a one-second warm-up each."""
+    for url in urls:
+        asyncio.run(_load(url, 1.0, clients))
+    out = Measured({u: [] for u in urls}, {u: [] for u in urls})
+    for _ in range(rounds):
+        for url in urls:
+            cpu = server.cpu_s()
+            n, err = asyncio.run(_load(url, seconds, clients))
+            out.rps[url].append(n / seconds)
+            out.cpu_ms[url].append((server.cpu_s() - cpu) * 1e3 / max(n, 1))
+            out.errors += err
+    return out
+
+
+def serve_env(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
+    """``make run``'s environment: none of the caller's LOWBIT_* settings, only the
+    port and the mode's settings (and where the database and the static copy live)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOWBIT_")}
+    env |= {
+        "LOWBIT_DATA_DIR": str(tmp / "data"),
+        "LOWBIT_STATIC_DIR": str(tmp / "static"),
+        "LOWBIT_PORT": str(args.port),
+        **MODES[args.mode][0],
+    }
+    if args.content_dir:
+        env["LOWBIT_CONTENT_DIR"] = str(Path(args.content_dir).resolve())
+    return env
+
+
+def report(args: argparse.Namespace, slug: str, size: int, m: Measured, rss_mb: float) -> None:
+    card, static = list(m.rps)
+    ratios = [c / s for c, s in zip(m.rps[card], m.rps[static], strict=True) if s]
+    ratio = statistics.median(ratios) if ratios else float("nan")
+    print(
+        f"pages ({args.mode}): card /terms/{slug}{'' if args.slug else ' (the largest)'}, "
+        f"{size:,} bytes; concurrency {args.concurrency}; {args.rounds} rounds of "
+        f"{args.seconds:g} s per URL"
+    )
+    for name, url in (("term card", card), ("static file", static)):
+        print(
+            f"  {name:12s} {m.median('rps', url):8.1f} req/s, "
+            f"{m.median('cpu_ms', url):.3f} ms web CPU per request (medians)"
+        )
+    verdict = "PASS" if ratio >= RATIO_TARGET else "MISS"
+    print(
+        f"  ratio card/static = {ratio:.2f}  (rounds: {', '.join(f'{r:.2f}' for r in ratios)}; "
+        f"target >= {RATIO_TARGET:.2f}: {verdict}); errors {m.errors}"
+    )
+    # Requests per CPU second barely depend on what else the machine runs, unlike
+    # requests per wall second: the same ratio, measured the steady way.
+    cpu_ratio = m.median("cpu_ms", static) / m.median("cpu_ms", card)
+    print(f"  ratio by web CPU per request (static/card) = {cpu_ratio:.2f}")
+    rss_verdict = "PASS" if rss_mb < RSS_TARGET_MB else "MISS"
+    print(f"  web process RSS  = {rss_mb:.0f} MB  (target < {RSS_TARGET_MB} MB: {rss_verdict})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=3.0, help="per URL and round")
@@ -188,29 +258,12 @@ def main() -> int:
     )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="lowbit-bench-"))
-    static = tmp / "static"
-    shutil.copytree(ROOT / "static", static)
-    mode_env, serve_args = MODES[args.mode]
-    # As `make run`: none of the caller's LOWBIT_* settings, only the port (and where
-    # the database and the static copy live).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOWBIT_")}
-    env |= {
-        "LOWBIT_DATA_DIR": str(tmp / "data"),
-        "LOWBIT_STATIC_DIR": str(static),
-        "LOWBIT_PORT": str(args.port),
-        **mode_env,
-    }
-    if args.content_dir:
-        env["LOWBIT_CONTENT_DIR"] = str(Path(args.content_dir).resolve())
-    log = tmp / "server.log"
-    subprocess.run(
-        [sys.executable, "-m", "app.cli", "migrate"],
-        env=env,
-        check=True,
-        cwd=ROOT,
-        stdout=log.open("ab"),
-    )
+    shutil.copytree(ROOT / "static", tmp / "static")
+    env, log = serve_env(args, tmp), tmp / "server.log"
     try:
+        with log.open("ab") as out:
+            migrate = [sys.executable, "-m", "app.cli", "migrate"]
+            subprocess.run(migrate, env=env, check=True, cwd=ROOT, stdout=out, stderr=out)
         # A first server without the worker only finds the card and its size: the
         # static manifest is read at start-up, so the same-size file needs a restart.
         probe = Server(env, [], log, args.port)
@@ -222,53 +275,19 @@ def main() -> int:
                 slug, size = largest_card(probe.url)
         finally:
             probe.stop()
-        (static / "bench-same-size.html").write_bytes(b"x" * size)
-        server = Server(env, serve_args, log, args.port)
+        (tmp / "static" / "bench-same-size.html").write_bytes(b"x" * size)
+        server = Server(env, MODES[args.mode][1], log, args.port)
         try:
             server.settle()
-            card_url = f"{server.url}/terms/{slug}"
-            static_url = f"{server.url}/static/bench-same-size.html"
-            for url in (card_url, static_url):  # warm-up
-                asyncio.run(_load(url, 1.0, args.concurrency))
-            rps: dict[str, list[float]] = {card_url: [], static_url: []}
-            cpu_ms: dict[str, list[float]] = {card_url: [], static_url: []}
-            errors = 0
-            for _ in range(args.rounds):
-                for url in (card_url, static_url):
-                    cpu = server.cpu_s()
-                    n, err = asyncio.run(_load(url, args.seconds, args.concurrency))
-                    rps[url].append(n / args.seconds)
-                    cpu_ms[url].append((server.cpu_s() - cpu) * 1e3 / max(n, 1))
-                    errors += err
+            urls = [f"{server.url}/terms/{slug}", f"{server.url}/static/bench-same-size.html"]
+            measured = measure(server, urls, args.rounds, args.seconds, args.concurrency)
             largest_card(server.url)  # every card once: memory with every cache filled
             rss_mb = server.rss_mb()
         finally:
             server.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    ratios = [c / s for c, s in zip(rps[card_url], rps[static_url], strict=True) if s]
-    ratio = statistics.median(ratios) if ratios else float("nan")
-    card_cpu, static_cpu = (statistics.median(cpu_ms[u]) for u in (card_url, static_url))
-    print(
-        f"pages ({args.mode}): card /terms/{slug}{'' if args.slug else ' (the largest)'}, "
-        f"{size:,} bytes; concurrency {args.concurrency}; {args.rounds} rounds of "
-        f"{args.seconds:g} s per URL"
-    )
-    for name, url in (("term card", card_url), ("static file", static_url)):
-        print(
-            f"  {name:12s} {statistics.median(rps[url]):8.1f} req/s, "
-            f"{statistics.median(cpu_ms[url]):.3f} ms web CPU per request (medians)"
-        )
-    verdict = "PASS" if ratio >= RATIO_TARGET else "MISS"
-    print(
-        f"  ratio card/static = {ratio:.2f}  (rounds: {', '.join(f'{r:.2f}' for r in ratios)}; "
-        f"target >= {RATIO_TARGET:.2f}: {verdict}); errors {errors}"
-    )
-    # Requests per CPU second barely depend on what else the machine runs, unlike
-    # requests per wall second: the same ratio, measured the steady way.
-    print(f"  ratio by web CPU per request (static/card) = {static_cpu / card_cpu:.2f}")
-    rss_verdict = "PASS" if rss_mb < RSS_TARGET_MB else "MISS"
-    print(f"  web process RSS  = {rss_mb:.0f} MB  (target < {RSS_TARGET_MB} MB: {rss_verdict})")
+    report(args, slug, size, measured, rss_mb)
     return 0
 
 
