@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
+from jinja2 import Template
 from jinja2_fragments.fastapi import Jinja2Blocks
 from markupsafe import Markup, escape
 
@@ -70,10 +71,10 @@ def render(
     return cast(HTMLResponse, resp)
 
 
-def render_once(template: str, context: dict[str, Any]) -> Markup:
+def render_once(template: Template, context: dict[str, Any]) -> Markup:
     """A partial rendered without a request (``csrf_token`` is ``CSRF_SLOT``), for
     parts of a page that are the same for everyone: render it once, serve it often."""
-    html = templates.get_template(template).render({**context, "csrf_token": CSRF_SLOT})
+    html = template.render({**context, "csrf_token": CSRF_SLOT})
     return Markup(html)  # noqa: S704 - autoescaped by Jinja when rendered
 
 
@@ -81,4 +82,5 @@ def fill_csrf(fragment: Markup, request: Request) -> Markup:
     """``fragment`` with this request's CSRF token in every ``CSRF_SLOT``, escaped
     as the template would have escaped it (the cookie's value comes from the client)."""
     token = str(escape(request.state.csrf_token))
-    return Markup(fragment.replace(CSRF_SLOT, token))  # noqa: S704 - token escaped above
+    # str.replace, not Markup.replace (which would escape the token a second time).
+    return Markup(str(fragment).replace(CSRF_SLOT, token))  # noqa: S704 - escaped above

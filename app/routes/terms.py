@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
+from jinja2 import Template
 from markupsafe import Markup
 
 from app.content import DEPTHS, Catalogue, Term
 from app.deps import CatalogueDep
-from app.templating import fill_csrf, render, render_once
+from app.templating import fill_csrf, render, render_once, templates
 from app.termmap import HEIGHT, WIDTH
 
 router = APIRouter(tags=["terms"])
@@ -78,6 +79,9 @@ def _depth(raw: str | None) -> tuple[int, str | None]:
     return d, None
 
 
+CARD_PARTS = ("terms/_card_header.html", "terms/_card_toc.html", "terms/_card_body.html")
+
+
 @dataclass(frozen=True)
 class CardParts:
     """The parts of a term page that no request changes, rendered once per card."""
@@ -85,12 +89,19 @@ class CardParts:
     header: Markup
     toc: Markup
     body: Markup  # its quiz forms hold CSRF_SLOT (see app.templating.fill_csrf)
+    sources: tuple[Template, ...]
+
+    @property
+    def fresh(self) -> bool:
+        """False once a part's template file changed (Jinja reloads templates on
+        change; partials they include are not watched: a content edit re-renders)."""
+        return all(t.is_up_to_date for t in self.sources)
 
 
 def _card_parts(cat: Catalogue, term: Term) -> CardParts:
     key = f"term-card:{term.slug}"
     parts: CardParts | None = cat.rendered.get(key)
-    if parts is None:  # once per card and catalogue (a content reload starts afresh)
+    if parts is None or not parts.fresh:  # once per card and catalogue
         prev_term, next_term = cat.term_neighbours(term.slug)
         ctx = {
             "term": term,
@@ -104,11 +115,9 @@ def _card_parts(cat: Catalogue, term: Term) -> CardParts:
             "next_term": next_term,
             "lessons": cat.lessons_using(term.slug),
         }
-        parts = CardParts(
-            header=render_once("terms/_card_header.html", ctx),
-            toc=render_once("terms/_card_toc.html", ctx),
-            body=render_once("terms/_card_body.html", ctx),
-        )
+        sources = tuple(templates.get_template(name) for name in CARD_PARTS)
+        header, toc, body = (render_once(t, ctx) for t in sources)
+        parts = CardParts(header, toc, body, sources)
         cat.rendered[key] = parts
     return parts
 
