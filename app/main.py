@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from app import errors, metrics
 from app.content import Catalogue
+from app.content.store import ContentStore
 from app.db import make_engine, make_sessionmaker
 from app.logging import configure_logging
 from app.middleware import LowbitMiddleware
@@ -33,7 +34,6 @@ from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import RunQueue
 from app.search import sync_index
 from app.settings import Settings
-from app.store import ContentStore
 from app.templating import StaticManifest, templates
 from labs.registry import lab_ids
 

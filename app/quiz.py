@@ -1,17 +1,12 @@
-"""Grading quick-check items on the server. Answers never reach the page before
-the learner submits; numeric answers understand units, and GB (10^9 bytes) is
-never confused with GiB (2^30 bytes)."""
+"""Reading a learner's answer: a number with an optional unit, for quick checks
+(``app.content.quiz``, one class per item type, grades them) and predictions in
+the notebook. Units convert within their kind, and GB (10^9 bytes) is never
+confused with GiB (2^30 bytes)."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Any
-
-from app.content import QuizItem
-
-MAX_ANSWER_CHARS = 2000
 
 # Units a learner may type, as (dimension, factor to the dimension's base unit).
 UNITS: dict[str, tuple[str, float]] = {
@@ -46,16 +41,6 @@ class AnswerError(ValueError):
     """The answer could not be read; the message tells the learner what to type."""
 
 
-@dataclass
-class Grade:
-    correct: bool | None  # None: self-graded (free text)
-    message: str
-    expected: str
-    explanation: str
-    given: str
-    notes: list[str] = field(default_factory=list)
-
-
 def parse_number(text: str) -> tuple[float, str | None]:
     """'1.4e11' -> (1.4e11, None); '141 GB' -> (141.0, 'gb'); '1,234.5' -> (1234.5, None)."""
     if len(text) > 60:
@@ -74,13 +59,15 @@ def parse_number(text: str) -> tuple[float, str | None]:
     return value, unit
 
 
-def _fmt(v: float) -> str:
+def fmt_number(v: float) -> str:
+    """1234 -> '1,234'; 0.1234567 -> '0.123457' (six significant digits)."""
     if v == int(v) and abs(v) < 1e15:
         return f"{int(v):,}"
     return f"{v:,.6g}"
 
 
-def _convert(value: float, unit: str | None, want: str) -> tuple[float, list[str]]:
+def convert(value: float, unit: str | None, want: str) -> tuple[float, list[str]]:
+    """``value`` in ``unit`` expressed in ``want``, with notes for the learner (GB vs GiB)."""
     notes: list[str] = []
     want_l = want.lower()
     if unit is None or unit == want_l:
@@ -100,118 +87,9 @@ def _convert(value: float, unit: str | None, want: str) -> tuple[float, list[str
     ] != want_l[-2:]:
         notes.append(
             f"You answered in {unit.upper().replace('I', 'i')} but the question asks {want}: "
-            f"1 GB = 10⁹ bytes while 1 GiB = 2³⁰ bytes ≈ 1.074 GB. Your {_fmt(value)} {unit} = {_fmt(converted)} {want}."
+            f"1 GB = 10⁹ bytes while 1 GiB = 2³⁰ bytes ≈ 1.074 GB. Your {fmt_number(value)} {unit} = {fmt_number(converted)} {want}."
         )
     return converted, notes
 
 
-def within(value: float, expected: float, item: QuizItem) -> bool:
-    tol = item.tolerance
-    if item.tolerance_mode == "abs":
-        return abs(value - expected) <= tol + 1e-12
-    return abs(value - expected) <= max(tol * abs(expected), 1e-9 * max(abs(expected), 1.0))
-
-
-def expected_text(item: QuizItem) -> str:
-    if item.type == "single":
-        return item.choices[item.answer]
-    if item.type == "multiple":
-        return "; ".join(item.choices[i] for i in item.answer)
-    if item.type == "ordering":
-        return " → ".join(item.choices[i] for i in item.answer)
-    if item.type == "numeric":
-        tol = ""
-        if item.tolerance:
-            tol = (
-                f" (±{item.tolerance:g} {item.unit})"
-                if item.tolerance_mode == "abs"
-                else f" (±{item.tolerance * 100:g}%)"
-            )
-        return f"{_fmt(float(item.answer))} {item.unit or ''}".strip() + tol
-    return item.model_answer or ""
-
-
-def _ints(values: list[str], n: int) -> list[int]:
-    out = []
-    for v in values:
-        try:
-            i = int(v)
-        except ValueError as e:
-            raise AnswerError("That choice is not one of the options.") from e
-        if not 0 <= i < n:
-            raise AnswerError("That choice is not one of the options.")
-        out.append(i)
-    return out
-
-
-def grade(item: QuizItem, form: dict[str, list[str]]) -> Grade:
-    """Grade one submission. ``form`` maps field names to their submitted values."""
-    answers = [a[:MAX_ANSWER_CHARS] for a in form.get("answer", [])]
-    exp = expected_text(item)
-    if item.type == "single":
-        if len(answers) != 1:
-            raise AnswerError("Choose one option.")
-        (i,) = _ints(answers, len(item.choices))
-        ok = i == item.answer
-        return Grade(ok, "Correct." if ok else "Not quite.", exp, item.explanation, item.choices[i])
-    if item.type == "multiple":
-        if not answers:
-            raise AnswerError("Choose at least one option.")
-        picked = sorted(set(_ints(answers, len(item.choices))))
-        ok = picked == sorted(item.answer)
-        return Grade(
-            ok,
-            "Correct." if ok else "Not quite — check every option.",
-            exp,
-            item.explanation,
-            "; ".join(item.choices[i] for i in picked),
-        )
-    if item.type == "ordering":
-        n = len(item.choices)
-        try:
-            pos = {i: int(form.get(f"order_{i}", [""])[0]) for i in range(n)}
-        except ValueError as e:
-            raise AnswerError("Give every item a position number.") from e
-        if sorted(pos.values()) != list(range(1, n + 1)):
-            raise AnswerError(f"Use each position from 1 to {n} exactly once.")
-        order = sorted(range(n), key=lambda i: pos[i])
-        ok = order == list(item.answer)
-        return Grade(
-            ok,
-            "Correct order." if ok else "Not quite.",
-            exp,
-            item.explanation,
-            " → ".join(item.choices[i] for i in order),
-        )
-    if item.type == "numeric":
-        if len(answers) != 1 or not answers[0].strip():
-            raise AnswerError("Type a number.")
-        value, unit = parse_number(answers[0])
-        value, notes = _convert(value, unit, item.unit or "")
-        ok = within(value, float(item.answer), item)
-        return Grade(
-            ok,
-            "Correct." if ok else "Not within tolerance.",
-            exp,
-            item.explanation,
-            answers[0].strip(),
-            notes,
-        )
-    text = answers[0].strip() if answers else ""
-    if not text:
-        raise AnswerError("Write one sentence first.")
-    return Grade(
-        None,
-        "Compare with the model answer and grade yourself honestly.",
-        exp,
-        item.explanation,
-        text,
-    )
-
-
-def answer_record(form: dict[str, list[str]]) -> dict[str, Any]:
-    return {
-        k: [v[:MAX_ANSWER_CHARS] for v in vals][:20]
-        for k, vals in form.items()
-        if k != "csrf_token"
-    }
+_convert = convert  # the name notebook.py imports (edited on another branch meanwhile)

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
 from pathlib import Path
 from typing import Any, cast
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
+from jinja2 import Template
 from jinja2_fragments.fastapi import Jinja2Blocks
+from markupsafe import Markup, escape
 
 from app.settings import ROOT
 
 templates = Jinja2Blocks(directory=str(ROOT / "templates"))
+
+# Stands in for the CSRF token in fragments rendered once and served to every
+# learner (random, so no content can contain it); ``fill_csrf`` puts each
+# request's token in its place.
+CSRF_SLOT = "csrf-slot-" + secrets.token_hex(16)
 
 
 class StaticManifest:
@@ -61,3 +69,18 @@ def render(
     resp.headers["Vary"] = "HX-Request"
     resp.headers.setdefault("Cache-Control", "no-cache")
     return cast(HTMLResponse, resp)
+
+
+def render_once(template: Template, context: dict[str, Any]) -> Markup:
+    """A partial rendered without a request (``csrf_token`` is ``CSRF_SLOT``), for
+    parts of a page that are the same for everyone: render it once, serve it often."""
+    html = template.render({**context, "csrf_token": CSRF_SLOT})
+    return Markup(html)  # noqa: S704 - autoescaped by Jinja when rendered
+
+
+def fill_csrf(fragment: Markup, request: Request) -> Markup:
+    """``fragment`` with this request's CSRF token in every ``CSRF_SLOT``, escaped
+    as the template would have escaped it (the cookie's value comes from the client)."""
+    token = str(escape(request.state.csrf_token))
+    # str.replace, not Markup.replace (which would escape the token a second time).
+    return Markup(str(fragment).replace(CSRF_SLOT, token))  # noqa: S704 - escaped above

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from app.content import Catalogue
 
 WIDTH, HEIGHT = 640, 420
 RADIUS_X, RADIUS_Y = 235, 150
 
 
-@dataclass
+@dataclass(frozen=True)
 class Node:
     slug: str
     title: str
@@ -20,12 +19,17 @@ class Node:
     direct: bool  # named by this card (False: only the other card names this one)
 
 
-def term_map(cat: Catalogue, slug: str, limit: int = 12) -> list[Node]:
-    term = cat.terms[slug]
-    named = [s for s in term.front.related if s in cat.terms]
-    back = sorted(
-        s for s, t in cat.terms.items() if slug in t.front.related and s not in named and s != slug
-    )
+def term_map(
+    slug: str,
+    related: list[str],
+    named_by: list[str],
+    titles: Mapping[str, str],
+    limit: int = 12,
+) -> list[Node]:
+    """Nodes for the terms ``slug`` relates to, then the terms that name it
+    (``named_by``, sorted), at most ``limit``, evenly on an ellipse (SVG units)."""
+    named = [s for s in related if s in titles]
+    back = sorted({s for s in named_by if s not in named and s != slug})
     slugs = (named + back)[:limit]
     nodes = []
     n = max(len(slugs), 1)
@@ -34,7 +38,7 @@ def term_map(cat: Catalogue, slug: str, limit: int = 12) -> list[Node]:
         nodes.append(
             Node(
                 slug=s,
-                title=cat.terms[s].title,
+                title=titles[s],
                 x=round(WIDTH / 2 + RADIUS_X * math.cos(angle), 1),
                 y=round(HEIGHT / 2 + RADIUS_Y * math.sin(angle), 1),
                 direct=s in named,

@@ -36,7 +36,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.content import Catalogue, QuizItem, load_catalogue  # noqa: E402
+from app.content import Catalogue, QuizItemBase, load_catalogue  # noqa: E402
 
 FINAL = {"succeeded", "failed", "timed_out", "cancelled"}
 # Seconds a simulated learner waits between two actions (uniform).
@@ -168,9 +168,9 @@ async def _send(
     return r
 
 
-def _answer(item: QuizItem, rng: random.Random) -> dict[str, Any]:
+def _answer(item: QuizItemBase, rng: random.Random) -> dict[str, Any]:
     """A well-formed answer: right or wrong, but always gradable."""
-    n = len(item.choices or [])
+    n = len(getattr(item, "choices", None) or [])
     if item.type == "single":
         return {"answer": str(rng.randrange(n))}
     if item.type == "multiple":

@@ -37,6 +37,35 @@ def free_port() -> int:
         return port
 
 
+@pytest.fixture(scope="session")
+def catalogue() -> Any:
+    """The real content, loaded once per session (tests.catalogue)."""
+    from tests.catalogue import real_catalogue
+
+    return real_catalogue()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_real_catalogue() -> Iterator[None]:
+    """Apps created in-process over the real content reuse the session's catalogue
+    instead of loading and rendering every card again (seconds per app). Any other
+    content directory (the loader's and reload tests' temporary trees) loads as usual."""
+    import app.content.store as store
+    from labs.registry import lab_ids as registered_labs
+    from tests.catalogue import CONTENT_DIR, real_catalogue
+
+    load = store.load_catalogue
+
+    def load_shared(content_dir: Path, lab_ids: set[str] | None = None) -> Any:
+        if Path(content_dir) == CONTENT_DIR and lab_ids == registered_labs():
+            return real_catalogue()
+        return load(content_dir, lab_ids)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(store, "load_catalogue", load_shared)
+        yield
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(

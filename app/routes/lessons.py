@@ -6,6 +6,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app import routes
+from app.content import Catalogue
 from app.deps import CatalogueDep
 from app.runs.forms import form_fields
 from app.templating import render
@@ -46,8 +47,7 @@ def lesson_page(request: Request, slug: str, cat: CatalogueDep) -> Response:
             )
         else:
             segments.append((kind, seg))
-    ordered = cat.sorted_lessons()
-    i = ordered.index(lesson)
+    prev_lesson, next_lesson = cat.lesson_neighbours(slug)
     return render(
         request,
         "lessons/lesson.html",
@@ -55,14 +55,14 @@ def lesson_page(request: Request, slug: str, cat: CatalogueDep) -> Response:
             "lesson": lesson,
             "segments": segments,
             "prereqs": [cat.terms[p] for p in lesson.front.prerequisites if p in cat.terms],
-            "prev_lesson": ordered[i - 1] if i > 0 else None,
-            "next_lesson": ordered[i + 1] if i + 1 < len(ordered) else None,
+            "prev_lesson": prev_lesson,
+            "next_lesson": next_lesson,
             "where_next": [(link, _title(cat, link)) for link in lesson.front.where_next],
         },
     )
 
 
-def _title(cat, link: str) -> str:  # type: ignore[no-untyped-def]
+def _title(cat: Catalogue, link: str) -> str:
     area, _, slug = link.strip("/").partition("/")
     if area == "terms" and slug in cat.terms:
         return str(cat.terms[slug].title)

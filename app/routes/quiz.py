@@ -11,10 +11,9 @@ from sqlalchemy import select
 from starlette.datastructures import FormData
 
 from app import notebook, review, routes
-from app.content import QuizItem
+from app.content.quiz import AnswerError, Numeric, QuizItemBase, answer_record, grade
 from app.db import INT32_MAX, NotebookEntry, QuizAttempt, ReviewCard, Run, utcnow
 from app.deps import CatalogueDep, FormDep, LearnerDep, SessionDep, SettingsDep
-from app.quiz import AnswerError, answer_record, grade
 from app.templating import render
 
 router = routes.router(tags=["quiz"])
@@ -28,7 +27,7 @@ def _lists(form: FormData) -> dict[str, list[str]]:
     return {k: [str(v) for v in form.getlist(k)] for k in form}
 
 
-def _item(cat, owner: str, item_id: str) -> QuizItem:  # type: ignore[no-untyped-def]
+def _item(cat, owner: str, item_id: str) -> QuizItemBase:  # type: ignore[no-untyped-def]
     item = cat.quiz_item(owner, item_id)
     if item is None:
         raise HTTPException(
@@ -37,7 +36,7 @@ def _item(cat, owner: str, item_id: str) -> QuizItem:  # type: ignore[no-untyped
     return item
 
 
-def _owner_link(owner: str, item: QuizItem) -> str:
+def _owner_link(owner: str, item: QuizItemBase) -> str:
     kind, _, slug = owner.partition(":")
     return (
         f"/terms/{slug}?depth={item.depth}#depth-{item.depth}"
@@ -129,7 +128,7 @@ def self_rate(
     )
 
 
-def _card_item(session, cat, card: ReviewCard) -> tuple[QuizItem | None, str, str]:  # type: ignore[no-untyped-def]
+def _card_item(session, cat, card: ReviewCard) -> tuple[QuizItemBase | None, str, str]:  # type: ignore[no-untyped-def]
     """The question a review card asks: a quick-check item, or a wrong prediction
     turned into "what does this lab report?" (graded like a numeric item, ±10 %)."""
     if card.kind == "prediction":
@@ -141,7 +140,7 @@ def _card_item(session, cat, card: ReviewCard) -> tuple[QuizItem | None, str, st
             ", ".join(f"{k}={v}" for k, v in ((run.params or {}) if run else {}).items())
             or "its defaults"
         )
-        item = QuizItem(
+        item = Numeric(
             id="prediction",
             type="numeric",
             prompt=(

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
+from jinja2 import Template
+from markupsafe import Markup
 
 from app import routes
-from app.content import DEPTHS
+from app.content import DEPTHS, Catalogue, Term
 from app.deps import CatalogueDep
-from app.templating import render
-from app.termmap import HEIGHT, WIDTH, term_map
+from app.templating import fill_csrf, render, render_once, templates
+from app.termmap import HEIGHT, WIDTH
 
 router = routes.router(tags=["terms"])
 
@@ -77,6 +80,49 @@ def _depth(raw: str | None) -> tuple[int, str | None]:
     return d, None
 
 
+CARD_PARTS = ("terms/_card_header.html", "terms/_card_toc.html", "terms/_card_body.html")
+
+
+@dataclass(frozen=True)
+class CardParts:
+    """The parts of a term page that no request changes, rendered once per card."""
+
+    header: Markup
+    toc: Markup
+    body: Markup  # its quiz forms hold CSRF_SLOT (see app.templating.fill_csrf)
+    sources: tuple[Template, ...]
+
+    @property
+    def fresh(self) -> bool:
+        """False once a part's template file changed (Jinja reloads templates on
+        change; partials they include are not watched: a content edit re-renders)."""
+        return all(t.is_up_to_date for t in self.sources)
+
+
+def _card_parts(cat: Catalogue, term: Term) -> CardParts:
+    key = f"term-card:{term.slug}"
+    parts: CardParts | None = cat.rendered.get(key)
+    if parts is None or not parts.fresh:  # once per card and catalogue
+        prev_term, next_term = cat.term_neighbours(term.slug)
+        ctx = {
+            "term": term,
+            "nodes": cat.term_map(term.slug),
+            "map_w": WIDTH,
+            "map_h": HEIGHT,
+            "collections": [
+                cat.collections[c] for c in term.front.collections if c in cat.collections
+            ],
+            "prev_term": prev_term,
+            "next_term": next_term,
+            "lessons": cat.lessons_using(term.slug),
+        }
+        sources = tuple(templates.get_template(name) for name in CARD_PARTS)
+        header, toc, body = (render_once(t, ctx) for t in sources)
+        parts = CardParts(header, toc, body, sources)
+        cat.rendered[key] = parts
+    return parts
+
+
 @router.get("/terms/{slug}", response_class=HTMLResponse)
 def term_page(
     request: Request, slug: str, cat: CatalogueDep, depth: str | None = None
@@ -87,24 +133,9 @@ def term_page(
         request.state.suggestions = [other] if other else cat.closest_terms(slug)
         raise HTTPException(404, f"No term card called '{slug[:80]}'.")
     d, note = _depth(depth)
-    nodes = term_map(cat, slug)
-    terms = cat.sorted_terms()
-    i = [t.slug for t in terms].index(slug)
-    ctx = {
-        "term": term,
-        "depth": d,
-        "depth_note": note,
-        "depths": DEPTHS,
-        "nodes": nodes,
-        "map_w": WIDTH,
-        "map_h": HEIGHT,
-        "collections": [cat.collections[c] for c in term.front.collections if c in cat.collections],
-        "prev_term": terms[i - 1] if i > 0 else None,
-        "next_term": terms[i + 1] if i + 1 < len(terms) else None,
-        "lessons": [
-            lesson for lesson in cat.sorted_lessons() if slug in lesson.front.prerequisites
-        ],
-    }
+    parts = _card_parts(cat, term)
+    card = {"header": parts.header, "toc": parts.toc, "body": fill_csrf(parts.body, request)}
+    ctx = {"term": term, "depth": d, "depth_note": note, "depths": DEPTHS, "card": card}
     return render(request, "terms/term.html", ctx, block_name="depths")
 
 

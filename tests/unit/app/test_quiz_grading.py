@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.content import QuizItem
-from app.quiz import AnswerError, grade, parse_number
+from app.content.quiz import QuizItemBase, grade, parse_quiz_item
+from app.quiz import AnswerError, parse_number
 
 
-def item(**kw) -> QuizItem:  # type: ignore[no-untyped-def]
+def item(**kw) -> QuizItemBase:  # type: ignore[no-untyped-def]
     base = {"id": "x", "prompt": "A question here?", "explanation": "Because of the explanation."}
-    return QuizItem.model_validate({**base, **kw})
+    return parse_quiz_item({**base, **kw})
 
 
 SINGLE = item(type="single", choices=["a", "b", "c"], answer=1)

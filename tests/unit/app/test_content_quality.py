@@ -4,13 +4,12 @@ that code can compute agrees with the code (labs.quant, model and GPU registries
 from __future__ import annotations
 
 import re
-from functools import cache
 
 import pytest
 
-from app.content import Catalogue, Fact, load_catalogue, related_map
-from app.settings import ROOT
+from app.content import Fact, related_map
 from labs.registry import lab_ids
+from tests.catalogue import real_catalogue as catalogue
 
 FILLER = [
     "connects through interfaces",
@@ -22,11 +21,6 @@ FILLER = [
     "plays a crucial role in various",
 ]
 WORD = re.compile(r"[a-z0-9]+")
-
-
-@cache
-def catalogue() -> Catalogue:
-    return load_catalogue(ROOT / "content", lab_ids())
 
 
 def shingles(text: str, n: int = 6) -> set[tuple[str, ...]]:

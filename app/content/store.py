@@ -8,7 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.content import Catalogue, ContentError, load_catalogue
+from app.content.catalogue import Catalogue
+from app.content.loader import load_catalogue
+from app.content.problems import ContentError
 
 log = logging.getLogger("lowbit.content")
 
@@ -33,9 +35,8 @@ class ContentStore:
         self._lock = threading.Lock()
         self._checked = 0.0
         self._print = _fingerprint(content_dir)
-        self.catalogue = load_catalogue(
-            content_dir, lab_ids
-        )  # raises ContentError: refuse to start
+        # Raises ContentError: the server refuses to start on invalid content.
+        self.catalogue = load_catalogue(content_dir, lab_ids)
         self.last_error: ContentError | None = None
         if on_load:
             on_load(self.catalogue)

@@ -1,0 +1,52 @@
+"""Markdown to HTML, once at load: CommonMark with tables, $math$ as MathML,
+anchors on ### headings, and raw HTML disabled (content can never inject script)."""
+
+from __future__ import annotations
+
+import html
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.anchors import anchors_plugin
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+
+def _math(content: str, display: bool) -> str:
+    from latex2mathml.converter import convert
+
+    try:
+        return convert(content, display="block" if display else "inline")
+    except Exception:  # an unparsable formula shows as code, the checker reports it
+        return f"<code>{html.escape(content)}</code>"
+
+
+def make_markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "typographer": True}).enable("table")
+    md.use(dollarmath_plugin, allow_space=True, double_inline=True)
+    md.use(anchors_plugin, min_level=3, max_level=3, permalink=False)
+    md.add_render_rule(
+        "math_inline", lambda self, tokens, idx, options, env: _math(tokens[idx].content, False)
+    )
+    md.add_render_rule(
+        "math_block",
+        lambda self, tokens, idx, options, env: _math(tokens[idx].content, True) + "\n",
+    )
+    md.add_render_rule(
+        "math_block_label",
+        lambda self, tokens, idx, options, env: _math(tokens[idx].content, True) + "\n",
+    )
+    return md
+
+
+_MD = make_markdown()
+
+
+def render_markdown(text: str) -> str:
+    """Markdown to HTML (raw HTML disabled, so content can never inject script)."""
+    out: str = _MD.render(text)
+    return out
+
+
+def render_inline(text: str) -> str:
+    """One paragraph's inline Markdown to HTML, without the ``<p>``."""
+    out: str = _MD.renderInline(text)
+    return out
