@@ -578,6 +578,9 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
 
     cat = Catalogue(terms=terms, lessons=lessons, collections=collections, aliases=aliases)
     problems.extend(cross_check(cat, lab_ids))
+    from app.content_rules import check as check_rules  # claims the registries decide (issue 15)
+
+    problems.extend(check_rules(cat))
     if problems:
         raise ContentError(problems)
     return cat
