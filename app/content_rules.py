@@ -18,7 +18,8 @@ can; ``check(cat)`` returns ``Problem``s naming file and line, and
   threshold ("above N", "N and above") must name the one
   ``labs.claims.fp8_overflow_threshold`` computes (464).
 - ``arch_specific_targets``: an ``sm_XXa`` target is architecture-specific
-  (exactly one capability); calling it a family target is wrong.
+  (exactly one capability); calling it a family target is wrong, and TMA
+  (an sm_90 feature, multicast aside) is not one of its instructions.
 - ``launch_resources``: "too many resources requested for launch" is a
   per-block limit; a sentence explaining it must say per block.
 - ``element_outliers``: the granularity-compare lab scatters its outliers over
@@ -60,6 +61,8 @@ THRESHOLD = re.compile(
 )
 ARCH_SPECIFIC = re.compile(r"\bsm_(\d+)a\b")
 FAMILY = re.compile(r"family", re.IGNORECASE)
+FAMILY_TARGET_NAMED = re.compile(r"\bsm_\d+\b(?!a)")
+TMA = re.compile(r"\bTMA\b|Tensor Memory Accelerator")
 ELEMENT_OUTLIER_LAB = "granularity-compare"
 OUTLIER_CHANNELS = re.compile(r"outlier channels?", re.IGNORECASE)
 LAUNCH = re.compile(r"too many resources requested for launch", re.IGNORECASE)
@@ -113,6 +116,16 @@ def sentence_problems(sentence: str) -> list[str]:
                 f"sm_{m.group(1)}a is architecture-specific (runs on exactly one capability); "
                 f"the family-specific target is sm_{m.group(1)}f"
             )
+    if (
+        ARCH_SPECIFIC.search(sentence)
+        and TMA.search(sentence)
+        and "multicast" not in sentence
+        and not FAMILY_TARGET_NAMED.search(sentence)  # contrasts sm_90a with plain sm_90
+    ):
+        out.append(
+            "TMA's tensor copies (cp.async.bulk.tensor) are sm_90 instructions; only their "
+            "multicast form needs sm_90a: do not list TMA among sm_90a-only features"
+        )
     if ELEMENT_OUTLIER_LAB in sentence and OUTLIER_CHANNELS.search(sentence):
         out.append(element_outlier_message())
     if LAUNCH.search(sentence) and not PER_BLOCK.search(sentence):

@@ -73,6 +73,13 @@ def test_arch_specific_target_called_family() -> None:
     assert content_rules.sentence_problems(new) == []
 
 
+def test_tma_is_not_an_sm_90a_only_feature() -> None:
+    old = "Suffixed targets such as `sm_90a` unlock Hopper's `wgmma` and TMA."
+    assert any("TMA" in m for m in content_rules.sentence_problems(old))
+    new = "`sm_90a` unlocks `wgmma`; TMA works with sm_90, only its multicast form needs `sm_90a`."
+    assert content_rules.sentence_problems(new) == []
+
+
 def test_launch_resources_is_a_per_block_limit() -> None:
     old = (
         "`too many resources requested for launch` — block size × registers exceeds the SM's file."
