@@ -22,6 +22,8 @@ can; ``check(cat)`` returns ``Problem``s naming file and line, and
   (an sm_90 feature, multicast aside) is not one of its instructions.
 - ``launch_resources``: "too many resources requested for launch" is a
   per-block limit; a sentence explaining it must say per block.
+- ``more_than_any_gpu``: "more than any single GPU holds" is checked against
+  the largest driver-reported memory in the registry (B200: 192.3 GB).
 - ``element_outliers``: the granularity-compare lab scatters its outliers over
   random elements; text about that lab must not call them outlier channels.
 - ``bf16_facts_on_gpu_without_bf16``: a fact or exercise that runs a lab with
@@ -63,6 +65,9 @@ ARCH_SPECIFIC = re.compile(r"\bsm_(\d+)a\b")
 FAMILY = re.compile(r"family", re.IGNORECASE)
 FAMILY_TARGET_NAMED = re.compile(r"\bsm_\d+\b(?!a)")
 TMA = re.compile(r"\bTMA\b|Tensor Memory Accelerator")
+ANY_GPU = re.compile(r"more than any (?:single )?(?:GPU|card|accelerator)", re.IGNORECASE)
+GB_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*GB\b")
+LARGEST_GPU_BYTES = max(g.visible_memory_bytes for g in GPUS.values())
 ELEMENT_OUTLIER_LAB = "granularity-compare"
 OUTLIER_CHANNELS = re.compile(r"outlier channels?", re.IGNORECASE)
 LAUNCH = re.compile(r"too many resources requested for launch", re.IGNORECASE)
@@ -126,6 +131,13 @@ def sentence_problems(sentence: str) -> list[str]:
             "TMA's tensor copies (cp.async.bulk.tensor) are sm_90 instructions; only their "
             "multicast form needs sm_90a: do not list TMA among sm_90a-only features"
         )
+    if ANY_GPU.search(sentence):
+        sizes = [float(m.group(1).replace(",", "")) * 1e9 for m in GB_FIGURE.finditer(sentence)]
+        if sizes and max(sizes) <= LARGEST_GPU_BYTES:
+            out.append(
+                f"{max(sizes) / 1e9:g} GB is not more than any single GPU holds: the registry's "
+                f"largest reports {LARGEST_GPU_BYTES / 1e9:.1f} GB (nvidia-smi total)"
+            )
     if ELEMENT_OUTLIER_LAB in sentence and OUTLIER_CHANNELS.search(sentence):
         out.append(element_outlier_message())
     if LAUNCH.search(sentence) and not PER_BLOCK.search(sentence):

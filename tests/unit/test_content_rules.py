@@ -80,6 +80,14 @@ def test_tma_is_not_an_sm_90a_only_feature() -> None:
     assert content_rules.sentence_problems(new) == []
 
 
+def test_more_than_any_single_gpu_is_checked_against_the_registry() -> None:
+    # gptq.md and cuda-oom.md before the fix
+    old = "The weights of Llama 3.1 70B take 141.1 GB in bf16, more than any single GPU holds."
+    assert any("192.3 GB" in m for m in content_rules.sentence_problems(old))
+    new = "Llama 3.1 405B takes 811.7 GB in bf16, more than any single GPU holds."
+    assert content_rules.sentence_problems(new) == []
+
+
 def test_launch_resources_is_a_per_block_limit() -> None:
     old = (
         "`too many resources requested for launch` — block size × registers exceeds the SM's file."
