@@ -22,6 +22,8 @@ can; ``check(cat)`` returns ``Problem``s naming file and line, and
   (an sm_90 feature, multicast aside) is not one of its instructions.
 - ``launch_resources``: "too many resources requested for launch" is a
   per-block limit; a sentence explaining it must say per block.
+- ``mixed_unit_ratio``: "32 GiB, twice the 16.06 GB" — a ratio stated between a
+  GiB and a GB figure must hold in bytes (within 3 %).
 - ``more_than_any_gpu``: "more than any single GPU holds" is checked against
   the largest driver-reported memory in the registry (B200: 192.3 GB).
 - ``element_outliers``: the granularity-compare lab scatters its outliers over
@@ -65,6 +67,13 @@ ARCH_SPECIFIC = re.compile(r"\bsm_(\d+)a\b")
 FAMILY = re.compile(r"family", re.IGNORECASE)
 FAMILY_TARGET_NAMED = re.compile(r"\bsm_\d+\b(?!a)")
 TMA = re.compile(r"\bTMA\b|Tensor Memory Accelerator")
+UNIT_BYTES = {"GB": 10**9, "GiB": 2**30}
+RATIO_CLAIM = re.compile(
+    r"(\d[\d,]*(?:\.\d+)?)\s*(GiB|GB)\b[^.;]{0,60}?\b(twice|half|(\d+(?:\.\d+)?)\s*times)\b"
+    r"[^.;\d]{0,30}(\d[\d,]*(?:\.\d+)?)\s*(GiB|GB)\b"
+)
+RATIO_WORDS = {"twice": 2.0, "half": 0.5}
+RATIO_SLACK = 0.03
 ANY_GPU = re.compile(r"more than any (?:single )?(?:GPU|card|accelerator)", re.IGNORECASE)
 GB_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*GB\b")
 LARGEST_GPU_BYTES = max(g.visible_memory_bytes for g in GPUS.values())
@@ -131,6 +140,16 @@ def sentence_problems(sentence: str) -> list[str]:
             "TMA's tensor copies (cp.async.bulk.tensor) are sm_90 instructions; only their "
             "multicast form needs sm_90a: do not list TMA among sm_90a-only features"
         )
+    for m in RATIO_CLAIM.finditer(sentence):
+        if m.group(2) != m.group(6):
+            first = float(m.group(1).replace(",", "")) * UNIT_BYTES[m.group(2)]
+            second = float(m.group(5).replace(",", "")) * UNIT_BYTES[m.group(6)]
+            said = RATIO_WORDS.get(m.group(3), float(m.group(4) or 0))
+            if said and abs(first / second / said - 1) > RATIO_SLACK:
+                out.append(
+                    f"'{m.group(0)}': in bytes the ratio is {first / second:.2f}, not {said:g} "
+                    "— convert both figures to one unit"
+                )
     if ANY_GPU.search(sentence):
         sizes = [float(m.group(1).replace(",", "")) * 1e9 for m in GB_FIGURE.finditer(sentence)]
         if sizes and max(sizes) <= LARGEST_GPU_BYTES:

@@ -88,6 +88,15 @@ def test_more_than_any_single_gpu_is_checked_against_the_registry() -> None:
     assert content_rules.sentence_problems(new) == []
 
 
+def test_ratios_between_gib_and_gb_figures_must_hold_in_bytes() -> None:
+    # kv-cache.md and memory-bandwidth.md before the fix
+    old = "The cache read per step is 32 GiB, twice the 16.06 GB of weights."
+    assert any("ratio is 2.14" in m for m in content_rules.sentence_problems(old))
+    new = "The cache read per step is 32 GiB (34.36 GB), 2.1 times the 16.06 GB of weights."
+    assert content_rules.sentence_problems(new) == []
+    assert content_rules.sentence_problems("It reads 32 GiB, twice the 16 GiB of weights.") == []
+
+
 def test_launch_resources_is_a_per_block_limit() -> None:
     old = (
         "`too many resources requested for launch` — block size × registers exceeds the SM's file."
