@@ -26,9 +26,10 @@ from typing import Any
 
 from labs import memory
 from labs.gpus import get_gpu
-from labs.models import get_model
+from labs.models import get_model, tensor_groups
 
 BYTES_PER_GB = 10**9
+BITS_PER_BYTE = 8
 LENGTH_PREFIX_BYTES = 8  # safetensors: u64 little-endian length of the JSON header
 
 # Fact functions whose value is 1 (the claim holds) or 0 (it does not).
@@ -87,6 +88,23 @@ def largest_block_aligned_tensor_parallel(model: str, weight_format: str, limit:
         if not memory.block_alignment_problems(spec, weight_format, tp):
             best = max(best, tp)
     return best
+
+
+def projection_bits_per_weight(model: str, weight_format: str) -> float:
+    """Stored bits per projection weight of a registry model, its scales included.
+
+    The average over the model's real projection shapes, not over the
+    format-support lab's 4096 × 4096 reference matrix: per-row scales cost
+    32 / row length, so Llama 3.1 70B in fp8 → 8.003 (8,192- and 28,672-wide
+    rows), where the reference matrix gives 8.008.
+    """
+    if weight_format not in memory.WEIGHT_FORMATS:
+        known = ", ".join(memory.WEIGHT_FORMATS)
+        raise KeyError(f"unknown weight_format {weight_format!r}; known: {known}")
+    spec = get_model(model)
+    groups = [g for g in tensor_groups(spec) if g.linear]
+    stored = sum(memory.group_bytes(spec, g, weight_format) for g in groups)
+    return stored * BITS_PER_BYTE / sum(g.rows * g.cols * g.count for g in groups)
 
 
 def gpu_has_tensor_type(gpu: str, tensor_type: str) -> int:
@@ -170,4 +188,5 @@ CLAIM_FACTS: dict[str, Callable[..., float | int]] = {
     "fp8_overflow_threshold": fp8_overflow_threshold,
     "safetensors_layout": safetensors_layout,
     "largest_block_aligned_tensor_parallel": largest_block_aligned_tensor_parallel,
+    "projection_bits_per_weight": projection_bits_per_weight,
 }

@@ -118,3 +118,21 @@ def test_largest_block_aligned_tensor_parallel():
         )
         > 1
     )
+
+
+def test_projection_bits_use_the_models_shapes_not_the_reference_matrix():
+    from labs.format_support import file_bits_per_param
+
+    real = facts.evaluate(
+        "projection_bits_per_weight", {"model": "llama-3.1-70b", "weight_format": "fp8"}
+    )
+    assert real == pytest.approx(8.0031, abs=1e-4)
+    # the format-support lab's 4096 × 4096 reference matrix pays twice the per-row cost
+    assert file_bits_per_param("fp8") == pytest.approx(8 + 32 / 4096)
+    assert real < file_bits_per_param("fp8")
+    assert (
+        facts.evaluate(
+            "projection_bits_per_weight", {"model": "llama-3.1-70b", "weight_format": "awq"}
+        )
+        == 4 + 20 / 128
+    )
