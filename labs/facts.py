@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labs import memory
+from labs.claims import CLAIM_FACTS
 from labs.gpus import get_gpu
 from labs.models import get_model
 from labs.models import param_count as _param_count
@@ -268,6 +269,8 @@ FACTS: dict[str, Callable[..., float | int]] = {
     "compute_capability": compute_capability,
     "quantized": quantized,
     "lab_result": lab_result,
+    # yes/no claims and thresholds (fits on GPU X, tensor-core type, FP8 overflow)
+    **CLAIM_FACTS,
 }
 
 

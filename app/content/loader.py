@@ -17,6 +17,7 @@ from app.content.checks import cross_check
 from app.content.markdown import render_inline, render_markdown
 from app.content.problems import ContentError, Problem, key_lines, line_for
 from app.content.quiz import QUIZ_TYPES
+from app.content.rules import check as check_rules
 from app.content.schema import DEPTHS, Collection, LabEmbed, LessonFront, TermFront
 
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -264,6 +265,7 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
     lessons = _load_lessons(reader, content_dir)
     cat = Catalogue(terms=terms, lessons=lessons, collections=collections, aliases=aliases)
     reader.problems.extend(cross_check(cat, lab_ids))
+    reader.problems.extend(check_rules(cat))  # claims the registries decide (issue 15)
     if reader.problems:
         raise ContentError(reader.problems)
     return cat

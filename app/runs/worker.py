@@ -85,8 +85,6 @@ GPU_SNAPSHOT_FIELDS = (
 )
 
 
-
-
 @dataclass
 class _Active:
     run_id: str
