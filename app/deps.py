@@ -1,4 +1,9 @@
-"""Dependency aliases that keep route signatures short."""
+"""Dependency aliases that keep route signatures short.
+
+A dependency that queries the database ends its transaction (``session.commit()``)
+before it returns: FastAPI runs it and the route in different threads, and a
+connection held between the two is one another thread cannot have
+(tests/integration/test_burst.py fails if one is held)."""
 
 from __future__ import annotations
 
@@ -166,6 +171,9 @@ def get_own_run(
     """The run named by the ``{run_id}`` path parameter if it is the learner's; anyone
     else's, like a missing one, answers 404."""
     run = store.get_run(session, run_id, learner)
+    # As in get_learner_id: end the transaction so no connection is held while the
+    # route waits for a thread (the run's loaded attributes stay readable).
+    session.commit()
     if run is None:
         raise HTTPException(404, NO_SUCH_RUN)
     return run
