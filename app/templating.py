@@ -11,8 +11,11 @@ from fastapi.responses import HTMLResponse
 from jinja2_fragments.fastapi import Jinja2Blocks
 
 from app.settings import ROOT
+from app.termmap import NARROW_WIDTH, layout
 
 templates = Jinja2Blocks(directory=str(ROOT / "templates"))
+# The terminology map is drawn twice (wide and narrow); the template picks the geometry.
+templates.env.globals.update(map_layout=layout, map_narrow_width=NARROW_WIDTH)
 
 
 class StaticManifest:
