@@ -43,3 +43,22 @@ def test_lab_boxes_say_before_you_run_once(read_only_client) -> None:
             prompts += 1
             assert not re.match(r"before (you )?run", rest, re.IGNORECASE), (slug, rest[:60])
     assert prompts >= 10
+
+
+def _hits(page: BeautifulSoup) -> list[str]:
+    return [a["href"] for a in page.select("#results ol.results a.nav-item")]
+
+
+def test_search_results_go_past_twenty(read_only_client) -> None:
+    first = soup(read_only_client.get("/search?q=scale"))
+    assert len(_hits(first)) == 20
+    more = first.select_one("#results a[rel=next]")
+    assert more is not None and "page=2" in more["href"]
+    second = soup(read_only_client.get(more["href"]))
+    assert second.select_one("ol.results")["start"] == "21"
+    assert _hits(second) and not set(_hits(second)) & set(_hits(first))
+    assert "Results 21–" in second.select_one("#results p.muted").get_text()
+    assert second.select_one("#results a[rel=prev]")["href"].endswith("page=1")
+    # a bad or huge page number is a page, never an error
+    for bad in ("abc", "0", "-1", "99999"):
+        assert read_only_client.get(f"/search?q=scale&page={bad}").status_code == 200
