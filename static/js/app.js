@@ -59,10 +59,19 @@
     var i = tabs.indexOf(tab) + (e.key === "ArrowRight" ? 1 : -1);
     if (tabs[i]) { e.preventDefault(); tabs[i].click(); }
   });
+  // On a phone the depth tabs are one row that scrolls sideways: bring the chosen one
+  // into that row's view (without scrolling the page).
+  function showSelectedTab() {
+    var sel = document.querySelector('[role="tab"][aria-selected="true"]');
+    var list = sel && sel.parentNode;
+    if (list && list.scrollWidth > list.clientWidth) list.scrollLeft = sel.offsetLeft - list.offsetLeft - 16;
+    return sel;
+  }
+  document.addEventListener("DOMContentLoaded", showSelectedTab);
   // After htmx swaps the depth panels, keep focus on the selected tab.
   document.addEventListener("htmx:afterSwap", function (e) {
     if (e.detail.target && e.detail.target.id === "depths") {
-      var sel = document.querySelector('[role="tab"][aria-selected="true"]');
+      var sel = showSelectedTab();
       if (sel) sel.focus();
     }
     var t = e.detail.target;

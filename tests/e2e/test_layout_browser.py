@@ -40,6 +40,20 @@ def test_header_is_compact(sized_page, live_server) -> None:  # type: ignore[no-
     expect(page.locator("#site-search")).to_be_visible()
 
 
+def test_depth_tabs_are_one_row_with_the_chosen_tab_in_view(sized_page, live_server) -> None:  # type: ignore[no-untyped-def]
+    size, page = sized_page
+    page.goto(f"{live_server.url}/terms/fp8?depth=5")
+    tabs = page.locator('[role="tablist"]')
+    assert tabs.bounding_box()["height"] <= 60, size  # was four wrapped rows on a phone
+    if size == "desktop":  # all five fit: nothing hidden behind a sideways scroll
+        assert tabs.evaluate("t => t.scrollWidth <= t.clientWidth")
+    chosen = page.locator("#tab-5").bounding_box()
+    row = tabs.bounding_box()
+    assert (
+        row["x"] - 1 <= chosen["x"] and chosen["x"] + chosen["width"] <= row["x"] + row["width"] + 1
+    )
+
+
 def test_on_this_page_jumps_land_below_the_header(sized_page, live_server) -> None:  # type: ignore[no-untyped-def]
     size, page = sized_page
     page.goto(f"{live_server.url}/terms/quantization")
