@@ -67,11 +67,12 @@ def shoot(base_url: str, out: Path = OUT) -> list[Path]:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         try:
-            run_url = run_lab(browser.new_page(), base_url)
-            pages = [*PAGES, ("run", run_url.removeprefix(base_url))]
             for size, (w, h) in SIZES.items():
                 ctx = browser.new_context(viewport={"width": w, "height": h})
                 page = ctx.new_page()
+                # a run is its learner's own: each size's browser context runs its own
+                run_path = run_lab(page, base_url).removeprefix(base_url)
+                pages = [*PAGES, ("run", run_path)]
                 for name, path in pages:
                     page.goto(base_url + path, wait_until="networkidle")
                     path_png = out / f"{size}-{name}.png"
