@@ -11,8 +11,10 @@ trunk) and a narrow one (one column) that phones show at about its own size, so 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from app.content import Catalogue
+if TYPE_CHECKING:  # templating imports this module: keep it free of the content loader
+    from app.content import Catalogue
 
 WIDTH = 640  # user units of the wide layout; it is shown at most 40rem (640 px) wide
 HEIGHT = 420  # kept for callers that still pass it; the layout computes its own height
