@@ -62,3 +62,12 @@ def test_search_results_go_past_twenty(read_only_client) -> None:
     # a bad or huge page number is a page, never an error
     for bad in ("abc", "0", "-1", "99999"):
         assert read_only_client.get(f"/search?q=scale&page={bad}").status_code == 200
+
+
+def test_term_cards_say_before_running_once(read_only_client) -> None:
+    cat = read_only_client.app.state.content.get()
+    for slug in cat.terms:
+        for dt in soup(read_only_client.get(f"/terms/{slug}")).select("#try dt"):
+            if "before running" in dt.get_text().lower():
+                said = dt.find_next_sibling("dd").get_text(" ", strip=True)
+                assert not re.match(r"before running", said, re.IGNORECASE), (slug, said[:60])
