@@ -9,7 +9,7 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX  := $(VENV)/nginx/usr/sbin/nginx
 VENDOR := static/vendor/htmx.min.js static/vendor/sse.js
 
-.PHONY: run test bench install static browser nginx lint test-gpu clean
+.PHONY: run test bench install static browser nginx lint test-gpu clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,10 @@ test: install static browser nginx lint
 
 bench: install static
 	$(BIN)/python benchmarks/run_all.py
+
+# Every page type at 1366x900 and 390x844, under docs/screenshots/ (git ignores the PNGs).
+screenshots: install static browser
+	$(BIN)/python -m tests.e2e.screenshots
 
 # Every GPU test and GPU benchmark, as one script (see docs/gpu-validation.md).
 test-gpu:

@@ -14,8 +14,11 @@ from jinja2_fragments.fastapi import Jinja2Blocks
 from markupsafe import Markup, escape
 
 from app.settings import ROOT
+from app.termmap import NARROW_WIDTH, layout
 
 templates = Jinja2Blocks(directory=str(ROOT / "templates"))
+# The terminology map is drawn twice (wide and narrow); the template picks the geometry.
+templates.env.globals.update(map_layout=layout, map_narrow_width=NARROW_WIDTH)
 
 # Stands in for the CSRF token in fragments rendered once and served to every
 # learner (random, so no content can contain it); ``fill_csrf`` puts each

@@ -12,12 +12,31 @@ from app.templating import render
 
 router = routes.router(tags=["search"])
 
+PAGE_SIZE = 20  # hits per page of results
+MAX_PAGE = 10  # the whole catalogue is under 200 documents
+
+
+def _page(raw: str) -> int:
+    """``?page=`` as 1..MAX_PAGE; anything else is page 1 (never a 422 for a typo)."""
+    return min(int(raw), MAX_PAGE) if raw.isdigit() and int(raw) >= 1 else 1
+
 
 @router.get("/search", response_class=HTMLResponse)
-def search_page(request: Request, session: SessionDep, q: str = "") -> HTMLResponse:
+def search_page(
+    request: Request, session: SessionDep, q: str = "", page: str = "1"
+) -> HTMLResponse:
     q = q[: MAX_QUERY * 5]
-    hits = search(session, q) if q.strip() else []
-    return render(request, "search.html", {"q": q[:MAX_QUERY], "hits": hits}, block_name="results")
+    n = _page(page[:4])
+    # One hit past this page says whether there is a next one.
+    found = search(session, q, limit=n * PAGE_SIZE + 1) if q.strip() else []
+    ctx = {
+        "q": q[:MAX_QUERY],
+        "hits": found[(n - 1) * PAGE_SIZE : n * PAGE_SIZE],
+        "page": n,
+        "first": (n - 1) * PAGE_SIZE + 1,
+        "has_next": len(found) > n * PAGE_SIZE and n < MAX_PAGE,
+    }
+    return render(request, "search.html", ctx, block_name="results")
 
 
 @router.get("/goto", response_class=HTMLResponse)

@@ -22,3 +22,13 @@ def static_file(name: str, request: Request) -> FileResponse:
         path = manifest.by_hashed[manifest.by_name[name]]
         cache = "public, max-age=60"
     return FileResponse(path, headers={"Cache-Control": cache})
+
+
+@router.get("/favicon.ico")
+def favicon(request: Request) -> FileResponse:
+    """Browsers and tools ask for /favicon.ico whatever the page links; pages link the SVG."""
+    manifest = request.app.state.static
+    path = manifest.by_hashed[manifest.by_name["favicon.ico"]]
+    return FileResponse(
+        path, media_type="image/x-icon", headers={"Cache-Control": "public, max-age=86400"}
+    )

@@ -28,7 +28,7 @@
   }
   document.addEventListener("keydown", function (e) {
     if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) {
-      if (e.key === "Escape" && e.target && e.target.id === "goto-input") closeGoto();
+      if (e.key === "Escape" && combo(e.target)) closeList(e.target);
       return;
     }
     var d = dialog();
@@ -59,27 +59,46 @@
     var i = tabs.indexOf(tab) + (e.key === "ArrowRight" ? 1 : -1);
     if (tabs[i]) { e.preventDefault(); tabs[i].click(); }
   });
+  // On a phone the depth tabs are one row that scrolls sideways: bring the chosen one
+  // into that row's view (without scrolling the page).
+  function showSelectedTab() {
+    var sel = document.querySelector('[role="tab"][aria-selected="true"]');
+    var list = sel && sel.parentNode;
+    if (list && list.scrollWidth > list.clientWidth) list.scrollLeft = sel.offsetLeft - list.offsetLeft - 16;
+    return sel;
+  }
+  document.addEventListener("DOMContentLoaded", showSelectedTab);
   // After htmx swaps the depth panels, keep focus on the selected tab.
   document.addEventListener("htmx:afterSwap", function (e) {
     if (e.detail.target && e.detail.target.id === "depths") {
-      var sel = document.querySelector('[role="tab"][aria-selected="true"]');
+      var sel = showSelectedTab();
       if (sel) sel.focus();
     }
-    if (e.detail.target && e.detail.target.id === "goto-list") syncGoto();
+    var t = e.detail.target;
+    var input = t && t.id && document.querySelector('[role="combobox"][aria-controls="' + t.id + '"]');
+    if (input) syncList(input);
   });
-  // "Go to" type-ahead: arrows choose, Enter follows.
-  function closeGoto() { var l = document.getElementById("goto-list"); if (l) l.classList.remove("open"); }
-  function syncGoto() {
-    var l = document.getElementById("goto-list"), input = document.getElementById("goto-input");
-    if (!l || !input) return;
+  // Type-ahead lists (the header search box and "Go to", both fed by /goto): arrows
+  // choose, Enter follows the chosen entry. In "Go to" Enter takes the first match
+  // (data-enter-picks-first); in search, Enter without a choice searches the full text.
+  function combo(el) { return el && el.getAttribute && el.getAttribute("role") === "combobox"; }
+  function listOf(input) { return document.getElementById(input.getAttribute("aria-controls")); }
+  function closeList(input) {
+    var l = listOf(input);
+    if (l) l.classList.remove("open");
+    input.setAttribute("aria-expanded", "false");
+  }
+  function syncList(input) {
+    var l = listOf(input);
+    if (!l) return;
     var open = l.children.length > 0 && document.activeElement === input;
     l.classList.toggle("open", open);
     input.setAttribute("aria-expanded", open ? "true" : "false");
   }
   document.addEventListener("keydown", function (e) {
-    if (!e.target || e.target.id !== "goto-input") return;
-    var l = document.getElementById("goto-list");
-    if (!l) return;
+    if (!combo(e.target)) return;
+    var l = listOf(e.target);
+    if (!l || !l.classList.contains("open")) return;
     var opts = Array.prototype.slice.call(l.querySelectorAll('[role="option"]'));
     var cur = opts.findIndex(function (o) { return o.getAttribute("aria-selected") === "true"; });
     if (e.key === "ArrowDown" || e.key === "ArrowUp") {
@@ -87,12 +106,21 @@
       var n = e.key === "ArrowDown" ? Math.min(opts.length - 1, cur + 1) : Math.max(0, cur - 1);
       opts.forEach(function (o, i) { o.setAttribute("aria-selected", i === n ? "true" : "false"); });
     } else if (e.key === "Enter" && opts.length) {
+      if (cur < 0 && !e.target.hasAttribute("data-enter-picks-first")) return;
       e.preventDefault();
       var pick = opts[cur >= 0 ? cur : 0].querySelector("a");
       if (pick) window.location.assign(pick.getAttribute("href"));
     }
   });
   document.addEventListener("focusout", function (e) {
-    if (e.target && e.target.id === "goto-input") setTimeout(closeGoto, 200);
+    var input = e.target;
+    if (combo(input)) setTimeout(function () { closeList(input); }, 200);
+  });
+  // A run's event stream ends with an "end" event, then the server closes it. Close it
+  // ourselves on "end": otherwise the close reaches the SSE extension as an error
+  // (logged as "[object Event]") and it tries to reconnect to a finished run.
+  document.addEventListener("htmx:sseOpen", function (e) {
+    var source = e.detail && e.detail.source;
+    if (source) source.addEventListener("end", function () { source.close(); });
   });
 })();
