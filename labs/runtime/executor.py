@@ -26,7 +26,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from labs.base import EventContext, Lab, LabParams
 from labs.runtime.sandbox import (
@@ -37,6 +37,7 @@ from labs.runtime.sandbox import (
     prepare_torch,
     sandbox_ids,
 )
+from labs.runtime.trees import Tree, Trees
 
 EventBatch = list[tuple[str, dict[str, Any]]]
 # Seconds between writes of a batch of events to the database: bounds the
@@ -112,7 +113,6 @@ def _child(
     out_w: int,
     parent_pid: int,
     fallback_tmp: str,
-    scrub: Callable[[], str] | None,
 ) -> None:
     """Body of the forked child; never returns."""
     code = EXIT_SETUP_FAILED
@@ -136,12 +136,13 @@ def _child(
             signal.SIGQUIT,
             signal.SIGUSR1,
             signal.SIGUSR2,
+            signal.SIGCHLD,
         ):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         pipe = _Pipe(EVENT_FD)
         cfg = job.config
-        protections, tmpdir = enter(cfg, fallback_tmp, parent_pid, scrub)
+        protections, tmpdir = enter(cfg, fallback_tmp, parent_pid)
         env = prepare_torch(cfg, protections)
         pipe.send({"t": "hello", "sandbox": protections.items, "env": env})
         code = 1
@@ -339,39 +340,109 @@ class _Collector:
         return batch
 
 
-def _fork(job: Job, scrub: Callable[[], str] | None) -> tuple[int, int, int, str]:
-    """Fork the sandboxed child that runs ``job``: (its pid, the read ends of its
-    event and output pipes, the private temporary directory made for it)."""
-    fallback_tmp = tempfile.mkdtemp(prefix="lowbit-run-")
-    ids = sandbox_ids(job.config.user) if os.geteuid() == 0 else None
-    if ids is not None:
-        os.chown(fallback_tmp, *ids)
-    ev_r, ev_w = os.pipe()
-    out_r, out_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
-        os.close(ev_r)
-        os.close(out_r)
-        _child(job, ev_w, out_w, os.getppid(), fallback_tmp, scrub)
-    os.close(ev_w)
-    os.close(out_w)
-    return pid, ev_r, out_r, fallback_tmp
+class Handle(Protocol):
+    """A started lab child, as ``execute`` drives it. ``items`` are the protections
+    the side that forked it vouches for (``secrets``, ``process_tree``)."""
+
+    pid: int
+    items: dict[str, dict[str, Any]]
+
+    def poll(self) -> tuple[int, Any] | None:
+        """(wait status, rusage) once the child has exited, else None. A status of
+        ``SERVER_LOST`` means the process that forked it is gone."""
+
+    def wait(self) -> tuple[int, Any]:
+        """Block until the child has exited: (wait status, rusage)."""
+
+    def kill(self) -> None:
+        """SIGKILL the child and every process it started."""
+
+    def close(self) -> None:
+        """Release what the handle holds (after the child has exited)."""
+
+
+# (job, its event pipe's write end, its output pipe's write end, its fallback temp dir)
+Launcher = Callable[[Job, int, int, str], Handle]
+SERVER_LOST = -1
+
+
+def start_child(job: Job, ev_w: int, out_w: int, fallback_tmp: str, trees: Trees) -> Tree:
+    """Fork the sandboxed child that runs ``job`` with its process tree contained;
+    returns in the parent only."""
+    tree = trees.fork()
+    if tree.pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
+        _child(job, ev_w, out_w, os.getppid(), fallback_tmp)
+    return tree
+
+
+class LocalChild:
+    """A child forked from this very process (for tools and tests; the worker forks
+    from its fork server instead, see ``forkserver``)."""
+
+    def __init__(self, job: Job, ev_w: int, out_w: int, fallback_tmp: str, trees: Trees):
+        self.tree = start_child(job, ev_w, out_w, fallback_tmp, trees)
+        self.pid = self.tree.pid
+        self.items: dict[str, dict[str, Any]] = {
+            "secrets": {
+                "enabled": False,
+                "detail": "forked from the calling process itself: whatever it holds in "
+                "memory the lab can read; inherited file descriptors closed",
+            }
+        }
+
+    def _exited(self, status: int, rusage: Any) -> tuple[int, Any]:
+        self.items.update(self.tree.finish())
+        return status, rusage
+
+    def poll(self) -> tuple[int, Any] | None:
+        wpid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+        return self._exited(status, rusage) if wpid else None
+
+    def wait(self) -> tuple[int, Any]:
+        _, status, rusage = os.wait4(self.pid, 0)
+        return self._exited(status, rusage)
+
+    def kill(self) -> None:
+        self.tree.kill()
+
+    def close(self) -> None:
+        pass
+
+
+def local_launcher(trees: Trees | None = None) -> Launcher:
+    """Fork children from this process, their trees contained by ``trees``."""
+    held = trees or Trees()
+    return lambda job, ev_w, out_w, tmp: LocalChild(job, ev_w, out_w, tmp, held)
 
 
 def execute(
     job: Job,
     on_events: Callable[[EventBatch], bool],
     should_stop: Callable[[], bool] = lambda: False,
-    scrub: Callable[[], str] | None = None,
+    launch: Launcher | None = None,
 ) -> Outcome:
-    """Fork, sandbox and run ``job``; stream its events through ``on_events`` (which
-    returns False when the run was taken away); returns how it ended.
-
-    Call only from a process that imported torch but did no tensor work.
-    """
+    """Start ``job`` in a sandboxed child through ``launch`` (by default a fork of
+    this process, which must then have imported torch but done no tensor work);
+    stream its events through ``on_events`` (which returns False when the run was
+    taken away); returns how it ended."""
     cfg = job.config
     started = time.monotonic()
-    pid, ev_r, out_r, fallback_tmp = _fork(job, scrub)
+    fallback_tmp = tempfile.mkdtemp(prefix="lowbit-run-")
+    ids = sandbox_ids(cfg.user) if os.geteuid() == 0 else None
+    if ids is not None:
+        os.chown(fallback_tmp, *ids)
+    ev_r, ev_w = os.pipe()
+    out_r, out_w = os.pipe()
+    try:
+        child = (launch or local_launcher())(job, ev_w, out_w, fallback_tmp)
+    except BaseException:
+        for fd in (ev_r, out_r):
+            os.close(fd)
+        shutil.rmtree(fallback_tmp, ignore_errors=True)
+        raise
+    finally:
+        os.close(ev_w)
+        os.close(out_w)
     col = _Collector(cfg)
     kill_reason: str | None = None
     status_code: int | None = None
@@ -384,11 +455,7 @@ def execute(
     exited_at: float | None = None
     deadline = started + cfg.wall_s
 
-    def kill() -> None:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill = child.kill
 
     def flush() -> None:
         nonlocal kill_reason
@@ -418,10 +485,8 @@ def execute(
             if now - last_flush >= FLUSH_INTERVAL_S or col.result is not None:
                 flush()
                 last_flush = now
-            if status_code is None:
-                wpid, st, ru = os.wait4(pid, os.WNOHANG)
-                if wpid:
-                    status_code, rusage, exited_at = st, ru, now
+            if status_code is None and (done := child.poll()) is not None:
+                (status_code, rusage), exited_at = done, now
             if status_code is not None and (
                 not sel.get_map() or now - (exited_at or now) > DRAIN_AFTER_EXIT_S
             ):
@@ -438,7 +503,8 @@ def execute(
     finally:
         kill()  # grandchildren the lab left behind
         if status_code is None:
-            _, status_code, rusage = os.wait4(pid, 0)
+            status_code, rusage = child.wait()
+        child.close()
         sel.close()
         os.close(ev_r)
         os.close(out_r)
@@ -446,7 +512,7 @@ def execute(
     duration = time.monotonic() - started
     if kill_reason != "lost":
         flush()
-    return _outcome(job, col, kill_reason, status_code, rusage, duration)
+    return _outcome(job, col, kill_reason, status_code, rusage, duration, child.items)
 
 
 def _outcome(
@@ -456,9 +522,10 @@ def _outcome(
     status_code: int,
     rusage: Any,
     duration: float,
+    launched: dict[str, dict[str, Any]],
 ) -> Outcome:
     cfg = job.config
-    p = Protections(dict((col.hello or {}).get("sandbox") or {}))
+    p = Protections({**((col.hello or {}).get("sandbox") or {}), **launched})
     p.set("wall_time", True, f"{cfg.wall_s:g} s, then the process group is killed")
     p.set(
         "output",
@@ -472,6 +539,10 @@ def _outcome(
         env["cpu_seconds"] = round(rusage.ru_utime + rusage.ru_stime, 3)
         env["peak_rss_bytes"] = int(rusage.ru_maxrss) * 1024
     out = Outcome(status="failed", sandbox=p.items, environment=env, duration_s=round(duration, 4))
+    if status_code == SERVER_LOST:
+        out.reason = "sandbox"
+        out.error = "The worker's lab fork server stopped during the run; it was restarted."
+        return out
     signalled = os.WIFSIGNALED(status_code)
     sig = os.WTERMSIG(status_code) if signalled else None
     exit_code = os.WEXITSTATUS(status_code) if os.WIFEXITED(status_code) else None
