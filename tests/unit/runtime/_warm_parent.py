@@ -38,12 +38,16 @@ def credentials(secret: str) -> dict[str, str]:
 
 
 def processes_named(name: str) -> list[int]:
-    """Host pids whose command name (``/proc/PID/comm``, 15 characters) is ``name``."""
+    """Host pids whose command name (``/proc/PID/comm``, 15 characters) is ``name``,
+    zombies aside (they run nothing; their new parent has yet to reap them)."""
     found = []
     for d in os.listdir("/proc"):
         try:
             with open(f"/proc/{d}/comm", encoding="utf-8") as f:
-                if d.isdigit() and f.read().strip() == name[:15]:
+                if not d.isdigit() or f.read().strip() != name[:15]:
+                    continue
+            with open(f"/proc/{d}/stat", encoding="utf-8") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
                     found.append(int(d))
         except OSError:
             pass
