@@ -25,6 +25,7 @@ CLONE_NEWPID = 0x20000000
 CGROUP_EMPTY_S = 2.0
 CGROUP_POLL_S = 0.005
 MODES = ("auto", "pidns", "cgroup", "none")
+EXIT_BROKEN = 71  # EX_OSERR: the forking process can no longer fork where it should
 
 
 def _item(enabled: bool, detail: str) -> dict[str, Any]:
@@ -128,15 +129,19 @@ class Trees:
             self.why_not.append("no writable cgroup v2")
 
     def _fork_pidns(self) -> int:
-        """Fork a child that is PID 1 of a new PID namespace (raises OSError if refused)."""
+        """Fork a child that is PID 1 of a new PID namespace. Raises OSError, having
+        forked nothing, if the kernel refuses the namespace."""
         assert self.own_pidns is not None
         check(LIBC.unshare(ctypes.c_int(CLONE_NEWPID)), "unshare(CLONE_NEWPID)")
         pid = -1
         try:
             pid = os.fork()
         finally:
-            if pid != 0:  # the parent: later children may get namespaces of their own again
-                check(LIBC.setns(self.own_pidns, CLONE_NEWPID), "setns(own PID namespace)")
+            # The parent: later children may get namespaces of their own again. If it
+            # cannot, every later fork would land in this child's namespace and fail
+            # once it is gone: better to stop this process, whose owner restarts it.
+            if pid != 0 and LIBC.setns(self.own_pidns, CLONE_NEWPID) != 0:
+                os._exit(EXIT_BROKEN)
         return pid
 
     def fork(self) -> Tree:
