@@ -36,6 +36,7 @@ from labs.runtime.sandbox import (
     MIB,
     Protections,
     SandboxConfig,
+    die_with_parent,
     enter,
     prepare_torch,
     sandbox_ids,
@@ -119,6 +120,9 @@ def _child(
     """Body of the forked child; never returns."""
     code = EXIT_SETUP_FAILED
     try:
+        # Die with the forking process from the start (the user switch in ``enter``
+        # clears this, and it sets it again): nobody else could kill this child.
+        die_with_parent()
         os.setsid()  # its own process group: the parent kills the group
         ev_hi = fcntl.fcntl(ev_w, fcntl.F_DUPFD, _HIGH_FD)
         out_hi = fcntl.fcntl(out_w, fcntl.F_DUPFD, _HIGH_FD)

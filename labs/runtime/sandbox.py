@@ -122,6 +122,14 @@ def _prctl(option: int, arg: int) -> None:
     check(LIBC.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), 0, 0, 0), "prctl")
 
 
+def die_with_parent() -> None:
+    """SIGKILL this process when the thread that forked it exits (PR_SET_PDEATHSIG)."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    except OSError:
+        pass
+
+
 def sandbox_ids(user: str) -> tuple[int, int] | None:
     try:
         pw = pwd.getpwnam(user)
@@ -329,11 +337,7 @@ def enter(cfg: SandboxConfig, fallback_tmp: str, parent_pid: int) -> tuple[Prote
         p.set("no_new_privs", True, "set-uid programs cannot raise privileges")
     except OSError as e:
         p.set("no_new_privs", False, str(e))
-    # After the user switch, which clears it: die with the worker thread.
-    try:
-        _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    except OSError:
-        pass
+    die_with_parent()  # again: the user switch cleared it
     if os.getppid() != parent_pid:
         os._exit(1)
     return p, tmpdir
