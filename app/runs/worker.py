@@ -1,7 +1,10 @@
-"""``lowbit worker``: a warm parent that forks one sandboxed child per run.
+"""``lowbit worker``: runs each lab in a sandboxed child of its fork server.
 
-The parent imports torch and everything labs use once, then does no tensor
-work (a fork after threaded torch work can hang). Threads in the parent: one
+The worker holds credentials (settings, the database engine, the queue pool), so
+no lab is forked from it: it starts a fork server first (``labs.runtime.forkserver``,
+a fresh interpreter without its settings) that imports torch and everything labs
+use once, does no tensor work, and forks one child per run; the worker keeps the
+child's pipes and records what it did. Threads in the worker: one
 per concurrent run (each polls the queues, claims a run, forks, and pumps the
 child's events into the database), plus one maintenance thread (heartbeats,
 cancellation requests, the reaper). SIGTERM/SIGINT stop taking runs, let
@@ -35,8 +38,9 @@ from app.settings import Settings
 from labs.base import InvalidParams, NeedsGPU
 from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
 from labs.runtime.executor import Job, Outcome, execute
+from labs.runtime.forkserver import ForkServer
 from labs.runtime.sandbox import MIB, SandboxConfig, lab_threads
-from labs.runtime.warm import cpu_model, preload
+from labs.runtime.warm import cpu_model
 
 log = logging.getLogger("lowbit.worker")
 
@@ -72,7 +76,6 @@ def is_transient_db_error(e: BaseException) -> bool:
     )
 
 
-REDACTED = "(redacted in lab processes)"
 GPU_SNAPSHOT_FIELDS = (
     "name",
     "driver_version",
@@ -117,18 +120,20 @@ class LabWorker:
         self.device = "cpu"
         self.queues = [q for q in settings.queues if q in QUEUES]
         self.static_env: dict[str, Any] = {}
+        self.forks: ForkServer | None = None
 
     # -- set-up -----------------------------------------------------------
 
     def prepare(self) -> None:
-        failed = preload()
+        """Start the fork server (it imports torch and the labs), then describe this worker."""
+        self.forks = ForkServer(self.settings.extra_lab_module_names, probe_cuda=bool(self.gpus))
+        info = self.forks.info
+        failed: dict[str, str] = info.get("preload_failed") or {}
         for name, why in failed.items():
             log.warning("preload failed", extra={"preload_module": name, "error": why})
-        import torch
-
-        if self.gpus and torch.version.cuda:
-            # device_count() asks NVML, which leaves CUDA uninitialised: children can still use it.
-            self.device = "cuda" if torch.cuda.device_count() > 0 else "cpu"
+        if self.gpus and info.get("torch_cuda"):
+            # The server counts through NVML, which leaves CUDA uninitialised for its children.
+            self.device = "cuda" if int(info.get("cuda_devices") or 0) > 0 else "cpu"
         if "gpu" in self.queues and self.device != "cuda":
             log.warning("no usable GPU: this worker will not take the gpu queue")
             self.queues = [q for q in self.queues if q != "gpu"]
@@ -142,8 +147,8 @@ class LabWorker:
             "platform": platform.platform(),
             "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
-            "torch": torch.__version__,
-            "torch_cuda_build": torch.version.cuda,
+            "torch": info.get("torch"),
+            "torch_cuda_build": info.get("torch_cuda"),
             "queue_backend": self.queue.backend,
             "database": make_url(self.settings.db_url).get_backend_name(),
         }
@@ -175,11 +180,16 @@ class LabWorker:
             paths.add(str(os.path.realpath(os.path.dirname(url.database) or ".")))
         return tuple(sorted(paths))
 
-    def _scrub(self) -> str:
-        """Run in the child: drop the secrets this process's settings hold."""
-        object.__setattr__(self.settings, "secret_key", REDACTED)
-        object.__setattr__(self.settings, "database_url", REDACTED)
-        return "the worker's settings are redacted in the lab process"
+    def run_job(
+        self,
+        job: Job,
+        on_events: Callable[[list[tuple[str, dict[str, Any]]]], bool],
+        should_stop: Callable[[], bool],
+    ) -> Outcome:
+        """Run ``job`` in a sandboxed child of the fork server (``prepare`` first)."""
+        if self.forks is None:
+            raise RuntimeError("LabWorker.prepare() starts the fork server before any run")
+        return execute(job, on_events, should_stop, launch=self.forks)
 
     # -- running ----------------------------------------------------------
 
@@ -220,6 +230,8 @@ class LabWorker:
             claims.heartbeat(self.factory, self.worker_id, status="stopped")
         except Exception:
             log.exception("could not mark the worker stopped")
+        if self.forks is not None:
+            self.forks.close()
         self.engine.dispose()
         log.info("worker stopped", extra={"worker": self.worker_id})
         return 0
@@ -340,7 +352,7 @@ class LabWorker:
         def should_stop() -> bool:
             return run_id in self.cancelled or self.killing.is_set()
 
-        outcome = execute(Job(lab, params, cfg), store, should_stop, scrub=self._scrub)
+        outcome = self.run_job(Job(lab, params, cfg), store, should_stop)
         self._record(run_id, queue, outcome, env)
 
     def _record(self, run_id: str, queue: str, outcome: Outcome, env: dict[str, Any]) -> None:

@@ -1,12 +1,14 @@
-"""Run one lab in a sandboxed child forked from this (warm) process.
+"""Run one lab in a sandboxed child, forked by a launcher: the worker's fork server
+(``forkserver``), or this process itself (``local_launcher``).
 
-The parent has torch imported and has done no tensor work, so the fork is
-cheap (tens of milliseconds) and the child may start torch's thread pool. The child talks to
-the parent over two pipes: fd 3 carries JSON lines (``hello`` with the
-protections in force, ``event``, then ``result`` or ``error``), fds 1 and 2
-carry whatever the lab prints. The parent turns both into run events, caps
-what it stores, enforces the wall-time limit, and kills the child's process
-group on time-out, cancellation, or when this worker no longer owns the run.
+The forking process has torch imported and has done no tensor work, so the fork
+is cheap (tens of milliseconds) and the child may start torch's thread pool. The
+child talks to the process running ``execute`` over two pipes: fd 3 carries JSON
+lines (``hello`` with the protections in force, ``event``, then ``result`` or
+``error``), fds 1 and 2 carry whatever the lab prints. ``execute`` turns both into
+run events, caps what it stores (``collector``), enforces the wall-time limit, and
+kills the child's whole process tree (``trees``) on time-out, cancellation, or
+when this worker no longer owns the run.
 """
 
 from __future__ import annotations
@@ -26,19 +28,21 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from labs.base import EventContext, Lab, LabParams
+from labs.runtime.collector import Collector, EventBatch
 from labs.runtime.sandbox import (
     MIB,
     Protections,
     SandboxConfig,
+    die_with_parent,
     enter,
     prepare_torch,
     sandbox_ids,
 )
+from labs.runtime.trees import Tree, Trees
 
-EventBatch = list[tuple[str, dict[str, Any]]]
 # Seconds between writes of a batch of events to the database: bounds the
 # write rate of a chatty lab and the latency of the stream.
 FLUSH_INTERVAL_S = 0.1
@@ -112,11 +116,13 @@ def _child(
     out_w: int,
     parent_pid: int,
     fallback_tmp: str,
-    scrub: Callable[[], str] | None,
 ) -> None:
     """Body of the forked child; never returns."""
     code = EXIT_SETUP_FAILED
     try:
+        # Die with the forking process from the start (the user switch in ``enter``
+        # clears this, and it sets it again): nobody else could kill this child.
+        die_with_parent()
         os.setsid()  # its own process group: the parent kills the group
         ev_hi = fcntl.fcntl(ev_w, fcntl.F_DUPFD, _HIGH_FD)
         out_hi = fcntl.fcntl(out_w, fcntl.F_DUPFD, _HIGH_FD)
@@ -136,12 +142,13 @@ def _child(
             signal.SIGQUIT,
             signal.SIGUSR1,
             signal.SIGUSR2,
+            signal.SIGCHLD,
         ):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         pipe = _Pipe(EVENT_FD)
         cfg = job.config
-        protections, tmpdir = enter(cfg, fallback_tmp, parent_pid, scrub)
+        protections, tmpdir = enter(cfg, fallback_tmp, parent_pid)
         env = prepare_torch(cfg, protections)
         pipe.send({"t": "hello", "sandbox": protections.items, "env": env})
         code = 1
@@ -212,167 +219,110 @@ def _finite(v: Any) -> Any:
     return v
 
 
-# How a result message begins on the wire (``pipe.send({"t": "result", …})``).
-_RESULT_MARK = b'"t": "result"'
+class Handle(Protocol):
+    """A started lab child, as ``execute`` drives it. ``items`` are the protections
+    the side that forked it vouches for (``secrets``, ``process_tree``)."""
+
+    pid: int
+    items: dict[str, dict[str, Any]]
+
+    def poll(self) -> tuple[int, Any] | None:
+        """(wait status, rusage) once the child has exited, else None. A status of
+        ``SERVER_LOST`` means the process that forked it is gone."""
+
+    def wait(self) -> tuple[int, Any]:
+        """Block until the child has exited: (wait status, rusage)."""
+
+    def kill(self) -> None:
+        """SIGKILL the child and every process it started."""
+
+    def close(self) -> None:
+        """Release what the handle holds (after the child has exited)."""
 
 
-class _Collector:
-    """Parent side: parses the child's output, applies the output cap, batches events."""
+# (job, its event pipe's write end, its output pipe's write end, its fallback temp dir)
+Launcher = Callable[[Job, int, int, str], Handle]
+SERVER_LOST = -1
 
-    def __init__(self, cfg: SandboxConfig):
-        self.cfg = cfg
-        self.events: EventBatch = []
-        self.progress: dict[str, Any] | None = None
-        self.printed: list[str] = []
-        self.used = 0
-        self.dropped = 0
-        self.truncated = False
-        self.hello: dict[str, Any] | None = None
-        self.result: dict[str, Any] | None = None
-        self.error: dict[str, Any] | None = None
-        self.ev_buf = b""
-        self.skip_line = False
-        # A line too long to keep, dropped as it streams: its size so far, and
-        # whether it is the result (then the run says so instead of "no result").
-        self.skipped_bytes = 0
-        self.skipped_result = False
-        self.stderr_tail = ""
 
-    def _admit(self, size: int) -> bool:
-        if self.used + size <= self.cfg.output_bytes:
-            self.used += size
-            return True
-        self._drop(size)
-        return False
+def start_child(job: Job, ev_w: int, out_w: int, fallback_tmp: str, trees: Trees) -> Tree:
+    """Fork the sandboxed child that runs ``job`` with its process tree contained;
+    returns in the parent only."""
+    tree = trees.fork()
+    if tree.pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
+        _child(job, ev_w, out_w, os.getppid(), fallback_tmp)
+    return tree
 
-    def _drop(self, size: int) -> None:
-        self.dropped += size
-        if not self.truncated:
-            self.truncated = True
-            self.events.append(
-                (
-                    "notice",
-                    {
-                        "level": "warning",
-                        "code": "output_truncated",
-                        "text": f"Output truncated: this run keeps the first {self.cfg.output_bytes:,} bytes "
-                        "of output; the rest was dropped.",
-                    },
-                )
-            )
 
-    def feed_events(self, chunk: bytes) -> None:
-        self.ev_buf += chunk
-        while True:
-            nl = self.ev_buf.find(b"\n")
-            if nl < 0:
-                if len(self.ev_buf) > self.cfg.output_bytes + self.cfg.result_bytes:
-                    # One line longer than anything we would keep: drop it as it streams.
-                    if not self.skip_line:
-                        self.skipped_result = _RESULT_MARK in self.ev_buf[:64]
-                    self.skipped_bytes += len(self.ev_buf)
-                    self._drop(len(self.ev_buf))
-                    self.ev_buf = b""
-                    self.skip_line = True
-                return
-            line, self.ev_buf = self.ev_buf[:nl], self.ev_buf[nl + 1 :]
-            if self.skip_line:
-                self.skip_line = False
-                if self.skipped_result:
-                    self._result_too_large(self.skipped_bytes + len(line))
-                self.skipped_bytes, self.skipped_result = 0, False
-                continue
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            self._message(msg, len(line))
+class LocalChild:
+    """A child forked from this very process (for tools and tests; the worker forks
+    from its fork server instead, see ``forkserver``)."""
 
-    def _message(self, msg: dict[str, Any], size: int) -> None:
-        t = msg.get("t")
-        if t == "event":
-            kind, data = str(msg.get("kind")), msg.get("data") or {}
-            if kind == "progress":
-                self.progress = data
-            elif self._admit(size):
-                self.events.append((kind, data))
-        elif t == "hello":
-            self.hello = msg
-        elif t == "result":
-            if size > self.cfg.result_bytes:
-                self._result_too_large(size)
-            else:
-                self.result = msg.get("result")
-        elif t == "error":
-            self.error = msg
-
-    def _result_too_large(self, size: int) -> None:
-        self.error = {
-            "reason": "output",
-            "message": f"The lab's result is {size:,} bytes, over the "
-            f"{self.cfg.result_bytes:,}-byte limit, so it was not kept.",
+    def __init__(self, job: Job, ev_w: int, out_w: int, fallback_tmp: str, trees: Trees):
+        self.tree = start_child(job, ev_w, out_w, fallback_tmp, trees)
+        self.pid = self.tree.pid
+        self.items: dict[str, dict[str, Any]] = {
+            "secrets": {
+                "enabled": False,
+                "detail": "forked from the calling process itself: whatever it holds in "
+                "memory the lab can read; inherited file descriptors closed",
+            }
         }
 
-    def feed_output(self, chunk: bytes) -> None:
-        text = chunk.decode("utf-8", "replace")
-        self.stderr_tail = (self.stderr_tail + text)[-2000:]
-        size = len(chunk)
-        room = max(0, self.cfg.output_bytes - self.used)
-        if size <= room:
-            self.used += size
-            self.printed.append(text)
-        else:
-            if room:
-                self.printed.append(chunk[:room].decode("utf-8", "replace"))
-                self.used += room
-            self._drop(size - room)
+    def _exited(self, status: int, rusage: Any) -> tuple[int, Any]:
+        self.items.update(self.tree.finish())
+        return status, rusage
 
-    def take(self) -> EventBatch:
-        batch = self.events
-        if self.printed:
-            batch.insert(0, ("log", {"text": "".join(self.printed), "stream": "output"}))
-            self.printed = []
-        if self.progress is not None:
-            batch.append(("progress", self.progress))
-            self.progress = None
-        self.events = []
-        return batch
+    def poll(self) -> tuple[int, Any] | None:
+        wpid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+        return self._exited(status, rusage) if wpid else None
+
+    def wait(self) -> tuple[int, Any]:
+        _, status, rusage = os.wait4(self.pid, 0)
+        return self._exited(status, rusage)
+
+    def kill(self) -> None:
+        self.tree.kill()
+
+    def close(self) -> None:
+        pass
 
 
-def _fork(job: Job, scrub: Callable[[], str] | None) -> tuple[int, int, int, str]:
-    """Fork the sandboxed child that runs ``job``: (its pid, the read ends of its
-    event and output pipes, the private temporary directory made for it)."""
-    fallback_tmp = tempfile.mkdtemp(prefix="lowbit-run-")
-    ids = sandbox_ids(job.config.user) if os.geteuid() == 0 else None
-    if ids is not None:
-        os.chown(fallback_tmp, *ids)
-    ev_r, ev_w = os.pipe()
-    out_r, out_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
-        os.close(ev_r)
-        os.close(out_r)
-        _child(job, ev_w, out_w, os.getppid(), fallback_tmp, scrub)
-    os.close(ev_w)
-    os.close(out_w)
-    return pid, ev_r, out_r, fallback_tmp
+def local_launcher(trees: Trees | None = None) -> Launcher:
+    """Fork children from this process, their trees contained by ``trees``."""
+    held = trees or Trees()
+    return lambda job, ev_w, out_w, tmp: LocalChild(job, ev_w, out_w, tmp, held)
 
 
 def execute(
     job: Job,
     on_events: Callable[[EventBatch], bool],
     should_stop: Callable[[], bool] = lambda: False,
-    scrub: Callable[[], str] | None = None,
+    launch: Launcher | None = None,
 ) -> Outcome:
-    """Fork, sandbox and run ``job``; stream its events through ``on_events`` (which
-    returns False when the run was taken away); returns how it ended.
-
-    Call only from a process that imported torch but did no tensor work.
-    """
+    """Start ``job`` in a sandboxed child through ``launch`` (by default a fork of
+    this process, which must then have imported torch but done no tensor work);
+    stream its events through ``on_events`` (which returns False when the run was
+    taken away); returns how it ended."""
     cfg = job.config
     started = time.monotonic()
-    pid, ev_r, out_r, fallback_tmp = _fork(job, scrub)
-    col = _Collector(cfg)
+    fallback_tmp = tempfile.mkdtemp(prefix="lowbit-run-")
+    ids = sandbox_ids(cfg.user) if os.geteuid() == 0 else None
+    if ids is not None:
+        os.chown(fallback_tmp, *ids)
+    ev_r, ev_w = os.pipe()
+    out_r, out_w = os.pipe()
+    try:
+        child = (launch or local_launcher())(job, ev_w, out_w, fallback_tmp)
+    except BaseException:
+        for fd in (ev_r, out_r):
+            os.close(fd)
+        shutil.rmtree(fallback_tmp, ignore_errors=True)
+        raise
+    finally:
+        os.close(ev_w)
+        os.close(out_w)
+    col = Collector(cfg)
     kill_reason: str | None = None
     status_code: int | None = None
     rusage: Any = None
@@ -382,13 +332,10 @@ def execute(
         sel.register(fd, selectors.EVENT_READ)
     last_flush = last_stop_check = started
     exited_at: float | None = None
-    deadline = started + cfg.wall_s
+    # From the fork, not from the request: a fork server restarting (seconds) is not the lab's time.
+    deadline = time.monotonic() + cfg.wall_s
 
-    def kill() -> None:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill = child.kill
 
     def flush() -> None:
         nonlocal kill_reason
@@ -418,10 +365,8 @@ def execute(
             if now - last_flush >= FLUSH_INTERVAL_S or col.result is not None:
                 flush()
                 last_flush = now
-            if status_code is None:
-                wpid, st, ru = os.wait4(pid, os.WNOHANG)
-                if wpid:
-                    status_code, rusage, exited_at = st, ru, now
+            if status_code is None and (done := child.poll()) is not None:
+                (status_code, rusage), exited_at = done, now
             if status_code is not None and (
                 not sel.get_map() or now - (exited_at or now) > DRAIN_AFTER_EXIT_S
             ):
@@ -438,7 +383,8 @@ def execute(
     finally:
         kill()  # grandchildren the lab left behind
         if status_code is None:
-            _, status_code, rusage = os.wait4(pid, 0)
+            status_code, rusage = child.wait()
+        child.close()
         sel.close()
         os.close(ev_r)
         os.close(out_r)
@@ -446,19 +392,20 @@ def execute(
     duration = time.monotonic() - started
     if kill_reason != "lost":
         flush()
-    return _outcome(job, col, kill_reason, status_code, rusage, duration)
+    return _outcome(job, col, kill_reason, status_code, rusage, duration, child.items)
 
 
 def _outcome(
     job: Job,
-    col: _Collector,
+    col: Collector,
     kill_reason: str | None,
     status_code: int,
     rusage: Any,
     duration: float,
+    launched: dict[str, dict[str, Any]],
 ) -> Outcome:
     cfg = job.config
-    p = Protections(dict((col.hello or {}).get("sandbox") or {}))
+    p = Protections({**((col.hello or {}).get("sandbox") or {}), **launched})
     p.set("wall_time", True, f"{cfg.wall_s:g} s, then the process group is killed")
     p.set(
         "output",
@@ -472,6 +419,10 @@ def _outcome(
         env["cpu_seconds"] = round(rusage.ru_utime + rusage.ru_stime, 3)
         env["peak_rss_bytes"] = int(rusage.ru_maxrss) * 1024
     out = Outcome(status="failed", sandbox=p.items, environment=env, duration_s=round(duration, 4))
+    if status_code == SERVER_LOST:
+        out.reason = "sandbox"
+        out.error = "The worker's lab fork server stopped during the run; it was restarted."
+        return out
     signalled = os.WIFSIGNALED(status_code)
     sig = os.WTERMSIG(status_code) if signalled else None
     exit_code = os.WEXITSTATUS(status_code) if os.WIFEXITED(status_code) else None

@@ -30,12 +30,23 @@ Mode = Literal[
     "flood",
     "sleep",
     "big_result",
+    "scan_memory",
+    "setsid_escape",
+    "list_processes",
 ]
 # Forks the bomb attempts; the sandbox's process limit must stop it well before.
 FORK_BOMB_ATTEMPTS = 2000
 MIB = 2**20
 # More than the GPU probe's memory limit, far less than any GPU: only the cap can refuse it.
 GPU_HOG_BYTES = 8 * 2**30
+# scan_memory: the target's bytes are XOR-ed with this, and memory is read in chunks this big.
+SECRET_MASK = 0x5A
+SCAN_CHUNK = 1 * MIB
+# <linux/prctl.h>
+PR_SET_NAME = 15
+PR_SET_DUMPABLE = 4
+# How long setsid_escape's daemon lives if nothing kills it, seconds.
+ESCAPE_SLEEP_S = 60
 
 
 class ProbeParams(LabParams):
@@ -116,6 +127,82 @@ def _secret(target: str) -> tuple[bool, str]:
     return not found, f"found: {', '.join(found)}" if found else "no secret reachable"
 
 
+def _scan_memory(target: str) -> tuple[bool, str]:
+    """Search every writable mapping of this process for a secret. ``target`` is the
+    secret with each byte XOR ``SECRET_MASK``, in hex, so the only plain copy in this
+    process is the needle built here (its address, and the read buffer's, are skipped)."""
+    import ctypes
+
+    needle = bytearray.fromhex(target)
+    for i in range(len(needle)):
+        needle[i] ^= SECRET_MASK
+    n = len(needle)
+    buf = bytearray(SCAN_CHUNK + n)
+    mine = [
+        (a, a + len(b))
+        for b in (needle, buf)
+        for a in [ctypes.addressof((ctypes.c_char * len(b)).from_buffer(b))]
+    ]
+    # Set-uid transitions make a process undumpable, which closes /proc/self/mem to
+    # it; a lab may undo that (prctl is not privileged), so the probe does too.
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    hits: list[str] = []
+    scanned = 0
+    with open("/proc/self/maps", encoding="utf-8") as f:
+        maps = [line.split() for line in f]
+    with open("/proc/self/mem", "rb", buffering=0) as mem:
+        for fields in maps:
+            perms, name = fields[1], fields[5] if len(fields) > 5 else "[anon]"
+            if not perms.startswith("rw") or name.startswith(("/dev/", "[v")):
+                continue
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            for pos in range(lo, hi, SCAN_CHUNK):
+                try:
+                    mem.seek(pos)
+                    got = mem.readinto(memoryview(buf)[: min(SCAN_CHUNK + n - 1, hi - pos)])
+                except OSError:
+                    break
+                scanned += got or 0
+                i = buf.find(needle, 0, got or 0)
+                while i >= 0:
+                    if not any(s <= pos + i < e for s, e in mine):
+                        hits.append(f"{name}@{pos + i:#x}")
+                    i = buf.find(needle, i + 1, got or 0)
+    buf[:] = bytes(len(buf))
+    needle[:] = bytes(n)
+    return not hits, (
+        f"found {len(hits)} copies in memory: {', '.join(hits[:5])}"
+        if hits
+        else f"not found in {scanned // MIB} MiB of writable memory"
+    )
+
+
+def _setsid_escape(name: str) -> tuple[bool, str]:
+    """Leave a daemon behind (fork, ``setsid()``, fork again) named ``name``, which the
+    test then looks for among the host's processes once the run is over."""
+    import ctypes
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+                for fd in range(4):  # let go of the run's pipes, as a careful daemon does
+                    os.close(fd)
+                time.sleep(ESCAPE_SLEEP_S)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    return False, f"left a setsid() daemon named {name!r}; the test looks for it"
+
+
+def _processes() -> tuple[bool, str]:
+    pids = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+    others = [p for p in pids if p != os.getpid()]
+    return not others, f"{len(pids)} processes visible in /proc (this one is {os.getpid()})"
+
+
 def _write_outside(target: str, tmpdir: str) -> tuple[bool, str]:
     places = [target] if target else []
     # World-writable places on a usual Linux host, then the code and the interpreter.
@@ -182,6 +269,12 @@ def run(params: ProbeParams, ctx: Context) -> ProbeResult:
         blocked, detail = _read(params.target)
     elif m == "read_secret":
         blocked, detail = _secret(params.target)
+    elif m == "scan_memory":
+        blocked, detail = _scan_memory(params.target)
+    elif m == "setsid_escape":
+        blocked, detail = _setsid_escape(params.target)
+    elif m == "list_processes":
+        blocked, detail = _processes()
     elif m == "write_outside":
         blocked, detail = _write_outside(params.target, ctx.tmpdir)
     elif m == "fork_bomb":

@@ -3,10 +3,12 @@
 ``enter`` runs in the forked child, before any lab code, in this order: new
 mount and network namespaces; hidden paths (the data directory, every unix
 socket on the host); every mount re-mounted read-only; a private, size-capped
-tmpfs on ``/tmp``; resource limits; a scrubbed environment; the unprivileged
+tmpfs on ``/tmp``; a fresh ``/proc`` when the child is PID 1 of its own PID
+namespace (``trees``); resource limits; a scrubbed environment; the unprivileged
 user; ``no_new_privs``. Each protection is recorded as ``{"enabled": bool,
 "detail": str}`` whether or not the kernel allowed it: nothing is skipped
-silently. The parent adds ``wall_time`` and ``output`` (it enforces those).
+silently. The parent adds ``wall_time`` and ``output`` (it enforces those), and
+the process that forked the child adds ``secrets`` and ``process_tree``.
 
 Imports no torch; ``prepare_torch`` does, inside the child only.
 """
@@ -18,11 +20,20 @@ import os
 import pwd
 import resource
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from labs.runtime.mounts import LIBC, check, filesystem, unix_socket_paths
+from labs.runtime.mounts import (
+    LIBC,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_RDONLY,
+    check,
+    filesystem,
+    mount,
+    unix_socket_paths,
+)
 
 MIB = 2**20
 
@@ -109,6 +120,14 @@ def _unshare(flags: int) -> None:
 
 def _prctl(option: int, arg: int) -> None:
     check(LIBC.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), 0, 0, 0), "prctl")
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the thread that forked it exits (PR_SET_PDEATHSIG)."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    except OSError:
+        pass
 
 
 def sandbox_ids(user: str) -> tuple[int, int] | None:
@@ -257,12 +276,23 @@ def _drop_user(cfg: SandboxConfig, p: Protections, ids: tuple[int, int] | None) 
     p.set("user", True, f"uid {uid} gid {gid} ({cfg.user}), no supplementary groups")
 
 
-def enter(
-    cfg: SandboxConfig,
-    fallback_tmp: str,
-    parent_pid: int,
-    scrub: Callable[[], str] | None = None,
-) -> tuple[Protections, str]:
+def _process_view(p: Protections, mount_ns: bool) -> None:
+    """PID 1 of a new PID namespace (see ``trees``): a fresh, read-only /proc shows
+    the lab its own processes only, not the host's."""
+    if os.getpid() != 1:
+        p.set("process_view", False, "no PID namespace: /proc shows every process on the host")
+        return
+    if not mount_ns:
+        p.set("process_view", False, "no mount namespace for a fresh /proc: the host's shows")
+        return
+    try:
+        mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        p.set("process_view", True, "own read-only /proc: the lab sees only its own processes")
+    except OSError as e:
+        p.set("process_view", False, f"could not mount a fresh /proc: {e}")
+
+
+def enter(cfg: SandboxConfig, fallback_tmp: str, parent_pid: int) -> tuple[Protections, str]:
     """Apply every protection to the calling (child) process. Returns what is in
     force and the lab's temp dir."""
     p = Protections()
@@ -297,24 +327,17 @@ def enter(
         os.makedirs(tmpdir, mode=0o700)
         if ids is not None:
             os.chown(tmpdir, *ids)
+    _process_view(p, mount_ns)
     os.chdir(tmpdir)
     _limits(cfg, p, will_drop_root=ids is not None)
     _environment(cfg, p, tmpdir)
-    detail = "inherited file descriptors closed (database and queue connections included)"
-    if scrub is not None:
-        detail += "; " + scrub()
-    p.set("secrets", True, detail)
     _drop_user(cfg, p, ids)
     try:
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
         p.set("no_new_privs", True, "set-uid programs cannot raise privileges")
     except OSError as e:
         p.set("no_new_privs", False, str(e))
-    # After the user switch, which clears it: die with the worker thread.
-    try:
-        _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    except OSError:
-        pass
+    die_with_parent()  # again: the user switch cleared it
     if os.getppid() != parent_pid:
         os._exit(1)
     return p, tmpdir

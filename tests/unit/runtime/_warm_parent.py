@@ -1,5 +1,7 @@
-"""A warm parent for the sandbox tests: imports torch like `lowbit worker`, then runs
-each case (JSON lines on stdin) in a forked, sandboxed child; prints one JSON line
+"""A warm parent for the sandbox tests: a `lowbit worker` (settings from the
+environment, credentials included: secret key, a database URL and a Redis URL with
+a password, an engine and a queue holding them) that runs each case (JSON lines on
+stdin) in a sandboxed child, exactly as the worker runs labs; prints one JSON line
 per outcome. A separate process, because pytest's own process may have done
 threaded torch work, after which a fork can hang."""
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,10 +22,36 @@ from typing import Any
 from app.runs.catalog import lab_catalogue
 from app.runs.worker import LabWorker
 from app.settings import Settings
-from labs.runtime.executor import Job, execute
+from labs.runtime.executor import Job
 from labs.runtime.sandbox import MIB, SandboxConfig
-from labs.runtime.warm import preload
 from tests.conftest import TEST_LAB_MODULES
+
+
+def credentials(secret: str) -> dict[str, str]:
+    """Settings that put ``secret`` where a deployment keeps its credentials. Nothing
+    listens on port 9: the engine and the Redis pool are built, never connected."""
+    return {
+        "LOWBIT_SECRET_KEY": secret,
+        "LOWBIT_DATABASE_URL": f"postgresql+psycopg://lowbit:{secret}@127.0.0.1:9/lowbit",
+        "LOWBIT_QUEUE_URL": f"redis://:{secret}@127.0.0.1:9/0",
+    }
+
+
+def processes_named(name: str) -> list[int]:
+    """Host pids whose command name (``/proc/PID/comm``, 15 characters) is ``name``,
+    zombies aside (they run nothing; their new parent has yet to reap them)."""
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/comm", encoding="utf-8") as f:
+                if not d.isdigit() or f.read().strip() != name[:15]:
+                    continue
+            with open(f"/proc/{d}/stat", encoding="utf-8") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    found.append(int(d))
+        except OSError:
+            pass
+    return found
 
 
 class WarmParent:
@@ -30,9 +59,9 @@ class WarmParent:
 
     def __init__(self, data_dir: Path, secret: str):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.unit.runtime._warm_parent", str(data_dir), secret],
+            [sys.executable, "-m", "tests.unit.runtime._warm_parent", str(data_dir)],
             cwd=Path(__file__).resolve().parents[3],
-            env={**os.environ, "LOWBIT_SECRET_KEY": secret},
+            env={**os.environ, **credentials(secret)},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -54,13 +83,10 @@ class WarmParent:
 
 
 def main() -> None:
-    data_dir, secret = Path(sys.argv[1]), sys.argv[2]
-    settings = Settings(
-        env="test", data_dir=data_dir, secret_key=secret, extra_lab_modules=TEST_LAB_MODULES
-    )
-    worker = LabWorker(settings)  # for its hidden paths and secret scrubbing, as in production
-    preload()
-    worker._secure_data_dir()
+    data_dir = Path(sys.argv[1])
+    settings = Settings(env="test", data_dir=data_dir, extra_lab_modules=TEST_LAB_MODULES)
+    worker = LabWorker(settings)  # its engine and queue pool hold the credentials
+    worker.prepare()  # starts its fork server, as `lowbit worker` does
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -81,6 +107,8 @@ def main() -> None:
     try:
         _serve(settings, worker, labs)
     finally:
+        if worker.forks is not None:
+            worker.forks.close()
         unix_listener.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
 
@@ -108,15 +136,17 @@ def _serve(settings: Settings, worker: LabWorker, labs: dict[str, Any]) -> None:
         def should_stop() -> bool:
             return stop_after is not None and time.monotonic() - started > stop_after
 
-        out = execute(
-            Job(lab, lab.params.model_validate(case["params"]), cfg),
-            sink,
-            should_stop,
-            scrub=worker._scrub,
+        out = worker.run_job(
+            Job(lab, lab.params.model_validate(case["params"]), cfg), sink, should_stop
         )
+        # A daemon the run left behind (setsid_escape): still alive now that it is over?
+        survivors = processes_named(case["escape_name"]) if case.get("escape_name") else []
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
         print(
             json.dumps(
                 {
+                    "survivors": survivors,
                     "status": out.status,
                     "reason": out.reason,
                     "error": out.error,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from labs.runtime.probe import SECRET_MASK
 from labs.runtime.sandbox import OUTPUT_LIMIT_BYTES
 from tests.unit.runtime._warm_parent import WarmParent
 
@@ -25,6 +26,9 @@ CASES: dict[str, dict[str, Any]] = {
     "read_db": {"params": {"mode": "read_db"}},
     "read_secret": {"params": {"mode": "read_secret"}},
     "write_outside": {"params": {"mode": "write_outside"}},
+    "scan_memory": {"params": {"mode": "scan_memory"}},
+    "setsid_escape": {"params": {"mode": "setsid_escape"}},
+    "list_processes": {"params": {"mode": "list_processes"}},
     "fork_bomb": {"lab": "sandbox-probe-slow", "params": {"mode": "fork_bomb"}},
     "memory": {"params": {"mode": "memory"}},
     "spin": {"params": {"mode": "spin"}},
@@ -50,6 +54,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
     db = data_dir / "lowbit.db"
     db.write_text("the database")
     secret = "sandbox-test-secret-" + secrets.token_hex(8)
+    escape_name = "lowbit-" + secrets.token_hex(4)
     parent = WarmParent(data_dir, secret)
     targets = {
         "network": f"127.0.0.1:{parent.port}",
@@ -57,11 +62,20 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
         "read_db": str(db),
         "read_secret": secret,
         "write_outside": str(data_dir),
+        # Masked (see probe._scan_memory): the probe's own copy of the target is no hit.
+        "scan_memory": bytes(b ^ SECRET_MASK for b in secret.encode()).hex(),
+        "setsid_escape": escape_name,
     }
+    # The warm parent looks for the daemon among the host's processes after the run.
+    extra = {"setsid_escape": {"escape_name": escape_name}}
     try:
         yield {
             name: parent.run(
-                {**case, "params": {**case["params"], "target": targets[name]}}
+                {
+                    **case,
+                    **extra.get(name, {}),
+                    "params": {**case["params"], "target": targets[name]},
+                }
                 if name in targets
                 else case
             )
@@ -96,6 +110,8 @@ def test_a_normal_run_records_every_protection(outcomes: dict[str, dict[str, Any
         "user",
         "no_new_privs",
         "output",
+        "process_tree",
+        "process_view",
     }
     assert names <= set(sandbox)
     for name, p in sandbox.items():
@@ -126,6 +142,28 @@ def test_the_database_file_cannot_be_read(outcomes: dict[str, dict[str, Any]]) -
 
 def test_the_secret_key_is_nowhere_to_be_found(outcomes: dict[str, dict[str, Any]]) -> None:
     r = probe(outcomes, "read_secret")
+    assert r["blocked"], r["detail"]
+
+
+def test_no_credential_is_anywhere_in_the_lab_s_memory(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    """The worker holds the secret key, and a database and a Redis password (its
+    settings, engine and queue pool): none may be in the lab process's address space."""
+    r = probe(outcomes, "scan_memory")
+    assert r["blocked"], r["detail"]
+    assert outcomes["ok"]["sandbox"]["secrets"]["enabled"]
+
+
+def test_a_setsid_daemon_dies_with_the_run(outcomes: dict[str, dict[str, Any]]) -> None:
+    out = outcomes["setsid_escape"]
+    assert out["status"] == "succeeded", out
+    assert out["survivors"] == [], "a daemon the lab left outlived its run"
+    assert outcomes["ok"]["sandbox"]["process_tree"]["enabled"]
+
+
+def test_the_lab_sees_only_its_own_processes(outcomes: dict[str, dict[str, Any]]) -> None:
+    r = probe(outcomes, "list_processes")
     assert r["blocked"], r["detail"]
 
 
