@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from app.content import ContentError, Fact, QuizItem, load_catalogue
+from app.content import ContentError, Fact, QuizItemBase, load_catalogue, parse_quiz_item
 from app.content import rules as content_rules
 from app.settings import ROOT
 from labs.registry import lab_ids
 from tests.factories import DEPTH_TEXT, make_content, write_card
 
 
-def _item(**kw: Any) -> QuizItem:
+def _item(**kw: Any) -> QuizItemBase:
     base: dict[str, Any] = {"id": "q", "prompt": "A question?", "explanation": "Because."}
-    return QuizItem.model_validate({**base, **kw})
+    return parse_quiz_item({**base, **kw})
 
 
 @pytest.mark.parametrize(

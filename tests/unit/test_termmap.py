@@ -7,7 +7,7 @@ import pytest
 
 from app.content import load_catalogue
 from app.settings import ROOT
-from app.termmap import NARROW_WIDTH, WIDTH, Node, fit, layout, term_map, text_width
+from app.termmap import NARROW_WIDTH, WIDTH, Node, fit, layout, text_width
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def cat():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("width", [WIDTH, NARROW_WIDTH])
 def test_every_card_map_is_apart_and_inside(cat, width: int) -> None:  # type: ignore[no-untyped-def]
     for slug, term in cat.terms.items():
-        m = layout(term_map(cat, slug), term.title, width)
+        m = layout(cat.term_map(slug), term.title, width)
         boxes = [(p.x, p.y, p.x + p.w, p.y + p.h) for p in m.pills]
         for i, (x0, y0, x1, y1) in enumerate(boxes):
             assert 0 <= x0 and x1 <= m.width and 0 <= y0 and y1 <= m.height, (slug, i)
