@@ -8,6 +8,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.content.figures import FigureFile, FigureRef
 from app.content.quiz import QuizItemBase
 from app.content.schema import Collection, LessonFront, TermFront
 from app.termmap import Node, term_map
@@ -24,6 +25,7 @@ class Term:
     exercise_html: dict[str, str]
     line_of: dict[str, int] = field(default_factory=dict)
     source: str = ""
+    figures: list[tuple[int, FigureRef]] = field(default_factory=list)  # (line, ```figure)
 
     @property
     def title(self) -> str:
@@ -38,6 +40,7 @@ class Lesson:
     segments: list[tuple[str, Any]]  # ("html", str) | ("lab", LabEmbed) | ("step", title)
     body_md: str
     source: str = ""
+    figures: list[tuple[int, FigureRef]] = field(default_factory=list)  # (line, ```figure)
 
     @property
     def title(self) -> str:
@@ -50,6 +53,7 @@ class Catalogue:
     lessons: dict[str, Lesson]
     collections: dict[str, Collection]
     aliases: dict[str, str]  # lower-cased alias or title -> slug
+    figures: dict[str, FigureFile] = field(default_factory=dict)  # content/figures/*.svg
     # Rendered fragments the web layer keeps per catalogue (see routes/terms.py):
     # filled once per card, dropped with the catalogue when content reloads.
     rendered: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from app.content.catalogue import Catalogue, Lesson, Term
+from app.content.figures import figure_problem
 from app.content.problems import Problem, line_of_text
 
 INTERNAL_LINK_RE = re.compile(
@@ -90,6 +91,13 @@ def _term_links(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem
                 yield Problem(term.path, line, f"broken internal link {link}")
 
 
+def _term_figures(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
+    for line, ref in term.figures:
+        problem = figure_problem(ref, cat.figures)
+        if problem:
+            yield Problem(term.path, line, problem)
+
+
 # --- lessons -----------------------------------------------------------------------
 
 
@@ -128,6 +136,13 @@ def _lesson_links(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[P
                 yield Problem(lesson.path, line, f"broken internal link {link}")
 
 
+def _lesson_figures(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[Problem]:
+    for line, ref in lesson.figures:
+        problem = figure_problem(ref, cat.figures)
+        if problem:
+            yield Problem(lesson.path, line, problem)
+
+
 def _lesson_quiz_ids(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[Problem]:
     for dup in _duplicate_ids([q.id for q in lesson.front.quiz]):
         yield Problem(lesson.path, 2, f"quiz id '{dup}' is used twice")
@@ -139,6 +154,7 @@ TERM_CHECKS: tuple[Callable[[Catalogue, Term, LabIds], Iterator[Problem]], ...] 
     _term_labs,
     _term_quiz_ids,
     _term_links,
+    _term_figures,
 )
 LESSON_CHECKS: tuple[Callable[[Catalogue, Lesson, LabIds], Iterator[Problem]], ...] = (
     _lesson_prerequisites,
@@ -146,6 +162,7 @@ LESSON_CHECKS: tuple[Callable[[Catalogue, Lesson, LabIds], Iterator[Problem]], .
     _lesson_where_next,
     _lesson_links,
     _lesson_quiz_ids,
+    _lesson_figures,
 )
 
 
