@@ -59,6 +59,29 @@ def _term_related(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Probl
             yield Problem(term.path, line, "a term cannot be related to itself")
 
 
+def _term_one_way(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
+    """A ``related_one_way`` entry explains why a link between this card and ``other``
+    goes one way only (either way round): exactly one of the two cards may link the
+    other. Both linking each other makes the entry stale; neither, pointless."""
+    for other in term.front.related_one_way:
+        line = term.line_of.get(f"related_one_way.{other}", 2)
+        here = other in term.front.related
+        there = other in cat.terms and term.slug in cat.terms[other].front.related
+        if here and there:
+            yield Problem(
+                term.path,
+                line,
+                f"related_one_way names '{other}', but the two cards link each other: "
+                "the link is two-way, drop the entry",
+            )
+        elif not here and not there:
+            yield Problem(
+                term.path,
+                line,
+                f"related_one_way names '{other}', but neither card links the other",
+            )
+
+
 def _term_collections(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
     if not cat.collections:
         return
@@ -150,6 +173,7 @@ def _lesson_quiz_ids(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterato
 
 TERM_CHECKS: tuple[Callable[[Catalogue, Term, LabIds], Iterator[Problem]], ...] = (
     _term_related,
+    _term_one_way,
     _term_collections,
     _term_labs,
     _term_quiz_ids,
