@@ -77,6 +77,11 @@ class Catalogue:
             slug: term_map(slug, t.front.related, back[slug], titles)
             for slug, t in self.terms.items()
         }
+        # The list under the map names every relation; the map itself shows the first 12.
+        self._related = {
+            slug: term_map(slug, t.front.related, back[slug], titles, limit=len(self.terms))
+            for slug, t in self.terms.items()
+        }
         self._names = {t.title.lower(): t.slug for t in self.terms.values()}
         self._names.update({s: s for s in self.terms})
         self._names.update(self.aliases)
@@ -108,6 +113,11 @@ class Catalogue:
     def term_map(self, slug: str) -> list[Node]:
         """The terminology map of one card (see ``app.termmap``)."""
         return self._maps[slug]
+
+    def related_terms(self, slug: str) -> list[Node]:
+        """Every term ``slug`` relates to, then every term that names it: the map's
+        nodes first, without the map's limit."""
+        return self._related[slug]
 
     def quiz_item(self, owner: str, item_id: str) -> QuizItemBase | None:
         kind, _, slug = owner.partition(":")

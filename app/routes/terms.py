@@ -108,6 +108,7 @@ def _card_parts(cat: Catalogue, term: Term) -> CardParts:
         ctx = {
             "term": term,
             "nodes": cat.term_map(term.slug),
+            "related": cat.related_terms(term.slug),
             "map_w": WIDTH,
             "map_h": HEIGHT,
             "collections": [

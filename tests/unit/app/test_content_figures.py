@@ -124,3 +124,13 @@ def test_card_page_shows_the_figure_and_the_route_serves_it(read_only_client) ->
     assert plain.status_code == 200 and "immutable" not in plain.headers["cache-control"]
     for bad in ("/figures/roofline.0000000000.svg", "/figures/nope.svg", "/figures/roofline.png"):
         assert read_only_client.get(bad).status_code == 404, bad
+
+
+def test_related_list_names_every_relation_beyond_the_maps_twelve(read_only_client) -> None:
+    cat = read_only_client.app.state.content.get()
+    term = cat.terms["fp8"]
+    assert len(term.front.related) > 12  # more than the map shows
+    page = BeautifulSoup(read_only_client.get("/terms/fp8").text, "html.parser")
+    listed = [str(a["href"]) for a in page.select("ul.related-list a")]
+    assert [f"/terms/{s}" for s in term.front.related] == listed[: len(term.front.related)]
+    assert len(page.select("svg.termmap a")) == 12
