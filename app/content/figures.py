@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from pydantic import Field, ValidationError
 from app.content.base import Strict
 from app.content.markdown import render_inline
 from labs.figures import FIGURES, FINGERPRINT_ATTR, FigureData
-from labs.figures.svg import read_fingerprint
+from labs.figures.svg import read_root_attr
 
 FIGURE_NAME = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
 _VIEWBOX_RE = re.compile(r'<svg\b[^>]*\sviewBox="0 0 ([\d.]+) ([\d.]+)"')
@@ -75,7 +74,7 @@ def load_figure_files(content_dir: Path) -> dict[str, FigureFile]:
             name=path.stem,
             path=path,
             digest=hashlib.sha256(raw).hexdigest()[:10],
-            fingerprint=read_fingerprint(text, FINGERPRINT_ATTR),
+            fingerprint=read_root_attr(text, FINGERPRINT_ATTR),
             width=round(w * PT_TO_PX),
             height=round(h * PT_TO_PX),
         )
@@ -162,6 +161,3 @@ class FigureCollector:
             return ""
         self.refs.append((self._line(text), ref))
         return figure_html(ref, self.files.get(ref.name), self._data(ref.name))
-
-
-FigureRenderer = Callable[[str], str]

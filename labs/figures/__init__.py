@@ -25,5 +25,8 @@ FIGURES: MappingProxyType[str, Callable[[], FigureData]] = MappingProxyType(
 
 #: The attribute on a figure's root <svg> that holds its data fingerprint.
 FINGERPRINT_ATTR = "data-lowbit-data"
+#: The attribute that names the matplotlib that drew it: the tests compare bytes only
+#: when the same version redraws (another version may lay the same numbers out anew).
+DRAWN_WITH_ATTR = "data-lowbit-drawn-with"
 
-__all__ = ["FIGURES", "FINGERPRINT_ATTR", "FigureData"]
+__all__ = ["DRAWN_WITH_ATTR", "FIGURES", "FINGERPRINT_ATTR", "FigureData"]

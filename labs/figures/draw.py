@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from labs.figures import FIGURES, FINGERPRINT_ATTR
+from labs.figures import DRAWN_WITH_ATTR, FIGURES, FINGERPRINT_ATTR
 from labs.figures.data import FigureData, Segment
 from labs.figures.svg import PALETTE, finish_svg
 
@@ -233,9 +233,15 @@ def render_svg(name: str) -> str:
     return finish_svg(
         buf.getvalue(),
         title=data.title,
-        fingerprint=data.fingerprint,
-        fingerprint_attr=FINGERPRINT_ATTR,
+        attrs={FINGERPRINT_ATTR: data.fingerprint, DRAWN_WITH_ATTR: drawn_with()},
     )
+
+
+def drawn_with() -> str:
+    """The drawing library and its version, as recorded in each figure."""
+    import matplotlib
+
+    return f"matplotlib {matplotlib.__version__}"
 
 
 def write_figures(out_dir: Path, check: bool = False) -> list[str]:

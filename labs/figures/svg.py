@@ -63,8 +63,9 @@ def _apply_style(el: ET.Element) -> None:
         el.set("class", " ".join(dict.fromkeys(classes)))
 
 
-def finish_svg(raw: str, *, title: str, fingerprint: str, fingerprint_attr: str) -> str:
-    """matplotlib's SVG text -> the committed figure (see the module docstring)."""
+def finish_svg(raw: str, *, title: str, attrs: dict[str, str]) -> str:
+    """matplotlib's SVG text -> the committed figure (see the module docstring);
+    ``attrs`` go on the root ``<svg>`` (the data fingerprint, the drawing matplotlib)."""
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
     # matplotlib's own output, never user input; the prolog and DOCTYPE are not kept.
@@ -84,7 +85,8 @@ def finish_svg(raw: str, *, title: str, fingerprint: str, fingerprint_attr: str)
             if attr.startswith("on"):
                 del el.attrib[attr]
     root.set("role", "img")
-    root.set(fingerprint_attr, fingerprint)
+    for name, value in attrs.items():
+        root.set(name, value)
     style = ET.Element(f"{{{SVG_NS}}}style")
     style.text = _dark_css()
     title_el = ET.Element(f"{{{SVG_NS}}}title")
@@ -94,8 +96,8 @@ def finish_svg(raw: str, *, title: str, fingerprint: str, fingerprint_attr: str)
     return ET.tostring(root, encoding="unicode") + "\n"
 
 
-def read_fingerprint(svg_text: str, fingerprint_attr: str) -> str | None:
-    """The data fingerprint on a figure's root ``<svg>``, or None if it has none (read
-    with a pattern, not a parser: the web process reads it at every content load)."""
-    m = re.search(rf'<svg\b[^>]*\s{re.escape(fingerprint_attr)}="([0-9a-f]+)"', svg_text)
+def read_root_attr(svg_text: str, name: str) -> str | None:
+    """An attribute of a figure's root ``<svg>``, or None (read with a pattern, not a
+    parser: the web process reads the fingerprint at every content load)."""
+    m = re.search(rf'<svg\b[^>]*\s{re.escape(name)}="([^"]*)"', svg_text)
     return m.group(1) if m else None
