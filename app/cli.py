@@ -49,6 +49,22 @@ def cmd_content_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_content_figures(args: argparse.Namespace) -> int:
+    """Draw the card figures (matplotlib, lazily) into content/figures/."""
+    try:
+        from labs.figures.draw import write_figures
+    except ImportError as e:  # matplotlib is in the worker extra
+        print(f"lowbit: drawing figures needs matplotlib ({e})", file=sys.stderr)
+        return 2
+    content_dir = Path(args.dir) if args.dir else _settings().content_dir
+    changed = write_figures(content_dir / "figures", check=args.check)
+    if args.check and changed:
+        print("out of date (run `lowbit content figures`): " + ", ".join(changed), file=sys.stderr)
+        return 1
+    print(("changed: " + ", ".join(changed)) if changed else "figures up to date")
+    return 0
+
+
 def _trim_malloc() -> None:
     """glibc only: cap malloc arenas at 2 (the threadpool's threads would otherwise each
     grow an arena of their own) and hand memory freed while loading content back to the
@@ -187,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     cc = csub.add_parser("check", help="validate all term cards and lessons; exit 1 on any problem")
     cc.add_argument("--dir", help="content directory (default: settings)")
     cc.set_defaults(fn=cmd_content_check)
+    cf = csub.add_parser("figures", help="draw the card figures into content/figures/")
+    cf.add_argument("--dir", help="content directory (default: settings)")
+    cf.add_argument("--check", action="store_true", help="write nothing; exit 1 if any differs")
+    cf.set_defaults(fn=cmd_content_figures)
 
     lab = sub.add_parser("lab", help="run labs in the terminal")
     lsub = lab.add_subparsers(dest="lab_cmd", required=True)

@@ -8,6 +8,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.content.figures import FigureFile, FigureRef
 from app.content.quiz import QuizItemBase
 from app.content.schema import Collection, LessonFront, TermFront
 from app.termmap import Node, term_map
@@ -24,6 +25,7 @@ class Term:
     exercise_html: dict[str, str]
     line_of: dict[str, int] = field(default_factory=dict)
     source: str = ""
+    figures: list[tuple[int, FigureRef]] = field(default_factory=list)  # (line, ```figure)
 
     @property
     def title(self) -> str:
@@ -38,6 +40,7 @@ class Lesson:
     segments: list[tuple[str, Any]]  # ("html", str) | ("lab", LabEmbed) | ("step", title)
     body_md: str
     source: str = ""
+    figures: list[tuple[int, FigureRef]] = field(default_factory=list)  # (line, ```figure)
 
     @property
     def title(self) -> str:
@@ -50,6 +53,7 @@ class Catalogue:
     lessons: dict[str, Lesson]
     collections: dict[str, Collection]
     aliases: dict[str, str]  # lower-cased alias or title -> slug
+    figures: dict[str, FigureFile] = field(default_factory=dict)  # content/figures/*.svg
     # Rendered fragments the web layer keeps per catalogue (see routes/terms.py):
     # filled once per card, dropped with the catalogue when content reloads.
     rendered: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -71,6 +75,11 @@ class Catalogue:
         titles = {slug: t.title for slug, t in self.terms.items()}
         self._maps = {
             slug: term_map(slug, t.front.related, back[slug], titles)
+            for slug, t in self.terms.items()
+        }
+        # The list under the map names every relation; the map itself shows the first 12.
+        self._related = {
+            slug: term_map(slug, t.front.related, back[slug], titles, limit=len(self.terms))
             for slug, t in self.terms.items()
         }
         self._names = {t.title.lower(): t.slug for t in self.terms.values()}
@@ -104,6 +113,11 @@ class Catalogue:
     def term_map(self, slug: str) -> list[Node]:
         """The terminology map of one card (see ``app.termmap``)."""
         return self._maps[slug]
+
+    def related_terms(self, slug: str) -> list[Node]:
+        """Every term ``slug`` relates to, then every term that names it: the map's
+        nodes first, without the map's limit."""
+        return self._related[slug]
 
     def quiz_item(self, owner: str, item_id: str) -> QuizItemBase | None:
         kind, _, slug = owner.partition(":")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from app.content.catalogue import Catalogue, Lesson, Term
+from app.content.figures import figure_problem
 from app.content.problems import Problem, line_of_text
 
 INTERNAL_LINK_RE = re.compile(
@@ -58,6 +59,29 @@ def _term_related(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Probl
             yield Problem(term.path, line, "a term cannot be related to itself")
 
 
+def _term_one_way(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
+    """A ``related_one_way`` entry explains why a link between this card and ``other``
+    goes one way only (either way round): exactly one of the two cards may link the
+    other. Both linking each other makes the entry stale; neither, pointless."""
+    for other in term.front.related_one_way:
+        line = term.line_of.get(f"related_one_way.{other}", 2)
+        here = other in term.front.related
+        there = other in cat.terms and term.slug in cat.terms[other].front.related
+        if here and there:
+            yield Problem(
+                term.path,
+                line,
+                f"related_one_way names '{other}', but the two cards link each other: "
+                "the link is two-way, drop the entry",
+            )
+        elif not here and not there:
+            yield Problem(
+                term.path,
+                line,
+                f"related_one_way names '{other}', but neither card links the other",
+            )
+
+
 def _term_collections(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
     if not cat.collections:
         return
@@ -88,6 +112,13 @@ def _term_links(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem
             if not link_ok(cat, link, lab_ids):
                 line = line_of_text(term.source, link)
                 yield Problem(term.path, line, f"broken internal link {link}")
+
+
+def _term_figures(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
+    for line, ref in term.figures:
+        problem = figure_problem(ref, cat.figures)
+        if problem:
+            yield Problem(term.path, line, problem)
 
 
 # --- lessons -----------------------------------------------------------------------
@@ -128,6 +159,13 @@ def _lesson_links(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[P
                 yield Problem(lesson.path, line, f"broken internal link {link}")
 
 
+def _lesson_figures(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[Problem]:
+    for line, ref in lesson.figures:
+        problem = figure_problem(ref, cat.figures)
+        if problem:
+            yield Problem(lesson.path, line, problem)
+
+
 def _lesson_quiz_ids(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[Problem]:
     for dup in _duplicate_ids([q.id for q in lesson.front.quiz]):
         yield Problem(lesson.path, 2, f"quiz id '{dup}' is used twice")
@@ -135,10 +173,12 @@ def _lesson_quiz_ids(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterato
 
 TERM_CHECKS: tuple[Callable[[Catalogue, Term, LabIds], Iterator[Problem]], ...] = (
     _term_related,
+    _term_one_way,
     _term_collections,
     _term_labs,
     _term_quiz_ids,
     _term_links,
+    _term_figures,
 )
 LESSON_CHECKS: tuple[Callable[[Catalogue, Lesson, LabIds], Iterator[Problem]], ...] = (
     _lesson_prerequisites,
@@ -146,6 +186,7 @@ LESSON_CHECKS: tuple[Callable[[Catalogue, Lesson, LabIds], Iterator[Problem]], .
     _lesson_where_next,
     _lesson_links,
     _lesson_quiz_ids,
+    _lesson_figures,
 )
 
 

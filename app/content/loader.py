@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.content.catalogue import Catalogue, Lesson, Term
 from app.content.checks import cross_check
+from app.content.figures import FigureCollector, FigureFile, load_figure_files
 from app.content.markdown import render_inline, render_markdown
 from app.content.problems import ContentError, Problem, key_lines, line_for
 from app.content.quiz import QUIZ_TYPES
@@ -33,6 +34,16 @@ class _Reader:
     def __init__(self, content_dir: Path):
         self.base = content_dir.parent
         self.problems: list[Problem] = []
+        self.figure_files: dict[str, FigureFile] = load_figure_files(content_dir)
+        self._figure_data: dict[str, Any] = {}  # each figure's data, computed once per load
+
+    def figures(self, source: str) -> FigureCollector:
+        """A collector for the ```figure blocks of one file."""
+        return FigureCollector(self.figure_files, self._figure_data, source)
+
+    def add_figure_errors(self, path: str, collector: FigureCollector) -> None:
+        for line, message in collector.errors:
+            self.add(path, line, message)
 
     def rel(self, p: Path) -> str:
         try:
@@ -128,7 +139,9 @@ def _split_depths(reader: _Reader, rel: str, body: str, body_line: int) -> list[
     return texts
 
 
-def _lesson_segments(reader: _Reader, rel: str, body: str, body_line: int) -> list[tuple[str, Any]]:
+def _lesson_segments(
+    reader: _Reader, rel: str, body: str, body_line: int, figures: FigureCollector
+) -> list[tuple[str, Any]]:
     """The lesson body as ("html", str), ("step", title) and ("lab", LabEmbed) parts."""
     pos = 0
     chunks: list[tuple[str, Any]] = []
@@ -149,11 +162,11 @@ def _lesson_segments(reader: _Reader, rel: str, body: str, body_line: int) -> li
             continue
         sub = STEP_RE.split(chunk)
         if sub[0].strip():
-            segments.append(("html", render_markdown(sub[0])))
+            segments.append(("html", render_markdown(sub[0], figures)))
         for i in range(1, len(sub), 2):
             segments.append(("step", sub[i].strip()))
             if sub[i + 1].strip():
-                segments.append(("html", render_markdown(sub[i + 1])))
+                segments.append(("html", render_markdown(sub[i + 1], figures)))
     return segments
 
 
@@ -185,16 +198,20 @@ def _load_term(reader: _Reader, path: Path) -> Term | None:
     if depths is None:
         return None
     ex = front.exercise
+    figures = reader.figures(source)
+    depths_html = [render_markdown(d, figures) for d in depths]
+    reader.add_figure_errors(rel, figures)
     return Term(
         slug=slug,
         path=rel,
         front=front,
         depths_md=depths,
-        depths_html=[render_markdown(d) for d in depths],
+        depths_html=depths_html,
         definition_html=render_inline(front.definition),
         exercise_html={k: render_inline(getattr(ex, k)) for k in EXERCISE_TEXTS if getattr(ex, k)},
         line_of={".".join(map(str, k)): v + 1 for k, v in lines.items()},
         source=source,
+        figures=figures.refs,
     )
 
 
@@ -243,14 +260,18 @@ def _load_lessons(reader: _Reader, content_dir: Path) -> dict[str, Lesson]:
             line = lines.get(("order",), 1) + 1
             reader.add(rel, line, f"order {front.order} is also used by {orders[front.order]}")
         orders[front.order] = rel
+        figures = reader.figures(source)
+        segments = _lesson_segments(reader, rel, body, body_line, figures)
+        reader.add_figure_errors(rel, figures)
         # Lessons and terms live under different URLs: a lesson may share a term's slug.
         lessons[slug] = Lesson(
             slug=slug,
             path=rel,
             front=front,
-            segments=_lesson_segments(reader, rel, body, body_line),
+            segments=segments,
             body_md=body,
             source=source,
+            figures=figures.refs,
         )
     return lessons
 
@@ -263,7 +284,13 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
     collections = _load_collections(reader, content_dir)
     terms, aliases = _load_terms(reader, content_dir)
     lessons = _load_lessons(reader, content_dir)
-    cat = Catalogue(terms=terms, lessons=lessons, collections=collections, aliases=aliases)
+    cat = Catalogue(
+        terms=terms,
+        lessons=lessons,
+        collections=collections,
+        aliases=aliases,
+        figures=reader.figure_files,
+    )
     reader.problems.extend(cross_check(cat, lab_ids))
     reader.problems.extend(check_rules(cat))  # claims the registries decide (issue 15)
     if reader.problems:

@@ -1,9 +1,15 @@
 """Markdown to HTML, once at load: CommonMark with tables, $math$ as MathML,
-anchors on ### headings, and raw HTML disabled (content can never inject script)."""
+anchors on ### headings, and raw HTML disabled (content can never inject script).
+
+A fenced block with the info string ``figure`` is handed to ``env["figure"]`` (see
+``app.content.figures``), which returns the escaped ``<figure>`` HTML; without one in
+``env`` it renders as an ordinary code block."""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors import anchors_plugin
@@ -19,10 +25,20 @@ def _math(content: str, display: bool) -> str:
         return f"<code>{html.escape(content)}</code>"
 
 
+def _fence(self: Any, tokens: Any, idx: int, options: Any, env: MutableMapping[str, Any]) -> str:
+    token = tokens[idx]
+    figure: Callable[[str], str] | None = env.get("figure") if env else None
+    if figure is not None and token.info.strip() == "figure":
+        return figure(token.content)
+    out: str = self.fence(tokens, idx, options, env)
+    return out
+
+
 def make_markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "typographer": True}).enable("table")
     md.use(dollarmath_plugin, allow_space=True, double_inline=True)
     md.use(anchors_plugin, min_level=3, max_level=3, permalink=False)
+    md.add_render_rule("fence", _fence)
     md.add_render_rule(
         "math_inline", lambda self, tokens, idx, options, env: _math(tokens[idx].content, False)
     )
@@ -40,9 +56,10 @@ def make_markdown() -> MarkdownIt:
 _MD = make_markdown()
 
 
-def render_markdown(text: str) -> str:
-    """Markdown to HTML (raw HTML disabled, so content can never inject script)."""
-    out: str = _MD.render(text)
+def render_markdown(text: str, figure: Callable[[str], str] | None = None) -> str:
+    """Markdown to HTML (raw HTML disabled, so content can never inject script);
+    ``figure`` renders ```figure blocks (``app.content.figures.FigureCollector``)."""
+    out: str = _MD.render(text, {"figure": figure} if figure else {})
     return out
 
 

@@ -16,7 +16,11 @@ log = logging.getLogger("lowbit.content")
 
 
 def _fingerprint(content_dir: Path) -> tuple[float, int]:
-    files = list(content_dir.rglob("*.md")) + list(content_dir.glob("*.yaml"))
+    files = [
+        *content_dir.rglob("*.md"),
+        *content_dir.glob("*.yaml"),
+        *content_dir.glob("figures/*.svg"),
+    ]
     return (max((f.stat().st_mtime for f in files), default=0.0), len(files))
 
 

@@ -1,4 +1,5 @@
-"""Term cards: the index (A–Z, by domain, by collection), one card, collections."""
+"""Term cards: the index (A–Z, by domain, by collection), one card, collections, and
+the cards' figures (committed SVGs under content-hashed URLs)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from jinja2 import Template
 from markupsafe import Markup
 
@@ -107,6 +108,7 @@ def _card_parts(cat: Catalogue, term: Term) -> CardParts:
         ctx = {
             "term": term,
             "nodes": cat.term_map(term.slug),
+            "related": cat.related_terms(term.slug),
             "map_w": WIDTH,
             "map_h": HEIGHT,
             "collections": [
@@ -146,3 +148,19 @@ def collection_page(request: Request, cid: str, cat: CatalogueDep) -> HTMLRespon
         raise HTTPException(404, f"No collection called '{cid[:80]}'.")
     terms = [t for t in cat.sorted_terms() if cid in t.front.collections]
     return render(request, "terms/collection.html", {"collection": coll, "terms": terms})
+
+
+FIGURE_IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+@router.get("/figures/{file_name}", include_in_schema=False)
+def figure_file(file_name: str, cat: CatalogueDep) -> FileResponse:
+    """A card figure: ``<name>.<digest>.svg`` is cached for a year (the digest changes
+    with the file); ``<name>.svg`` for a minute. Only figures the catalogue loaded."""
+    stem, _, ext = file_name.rpartition(".")
+    name, _, digest = stem.partition(".")
+    fig = cat.figures.get(name)
+    if ext != "svg" or fig is None or (digest and digest != fig.digest):
+        raise HTTPException(404, "No such figure")
+    cache = FIGURE_IMMUTABLE if digest else "public, max-age=60"
+    return FileResponse(fig.path, media_type="image/svg+xml", headers={"Cache-Control": cache})

@@ -141,3 +141,24 @@ def test_all_problems_reported_together(tmp_path: Path) -> None:
     write_card(content, "beta", ["nope2"])
     out = problems(content)
     assert any("nope1" in s for s in out) and any("nope2" in s for s in out)
+
+
+def test_one_way_entry_must_be_related_and_really_one_way(tmp_path: Path) -> None:
+    content = make_content(tmp_path)  # alpha, beta and gamma all link each other
+    write_card(
+        content,
+        "alpha",
+        ["beta", "gamma"],
+        related_one_way={"beta": "beta links back, so this is stale", "delta": "not related"},
+    )
+    # the reason may sit on the linked card: alpha -> gamma, and gamma says why not back
+    write_card(content, "gamma", ["beta"], related_one_way={"alpha": "alpha links here"})
+    write_card(content, "beta", ["alpha", "gamma"])
+    out = problems(content)
+    assert any(
+        s.startswith("content/terms/alpha.md:")
+        and "related_one_way names 'beta', but the two cards link each other" in s
+        for s in out
+    ), out
+    assert any("names 'delta', but neither card links the other" in s for s in out), out
+    assert not any("gamma.md" in s for s in out), out
