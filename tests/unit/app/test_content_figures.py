@@ -133,4 +133,4 @@ def test_related_list_names_every_relation_beyond_the_maps_twelve(read_only_clie
     page = BeautifulSoup(read_only_client.get("/terms/fp8").text, "html.parser")
     listed = [str(a["href"]) for a in page.select("ul.related-list a")]
     assert [f"/terms/{s}" for s in term.front.related] == listed[: len(term.front.related)]
-    assert len(page.select("svg.termmap a")) == 12
+    assert len(page.select("svg.termmap.wide a")) == 12
