@@ -38,16 +38,21 @@ from labs.quant import get_format, quantize
 def element_table(key: str, options: tuple[tuple[str, Any], ...]) -> torch.Tensor:
     """Sorted float32 values the format's elements can take (before scaling).
 
-    Probed through the public API: blocks ``[1, t, 0, …]`` for ``t`` sweeping
-    ``[-1, 1]`` decode to every element value the format reaches.
+    Probed through the public API: blocks ``[±a, t, 0, …]`` for anchors ``a`` in
+    ``[1, 2)`` (MX's floor rule leaves ``amax/scale`` anywhere in ``[4, 8)``, so the
+    top elements appear only for some anchors) and ``t`` sweeping ``[-a, a]`` decode
+    to every element value the format reaches.
     """
     fmt = get_format(key, **dict(options))
-    block = fmt.block_size or 256
-    width = max(block, 2)
-    t = torch.linspace(-1.0, 1.0, 4097)
-    x = torch.zeros(t.numel() * 2, width)
-    x[: t.numel(), 0], x[: t.numel(), 1] = 1.0, t
-    x[t.numel() :, 0], x[t.numel() :, 1] = -1.0, t  # negative anchors reach asymmetric codes
+    width = max(fmt.block_size or 256, 2)
+    t = torch.linspace(-1.0, 1.0, 2049)
+    rows = []
+    for a in (1.0, 1.3, 1.7, 1.99):
+        for sign in (1.0, -1.0):  # negative anchors reach asymmetric codes
+            x = torch.zeros(t.numel(), width)
+            x[:, 0], x[:, 1] = sign * a, a * t
+            rows.append(x)
+    x = torch.cat(rows)
     if fmt.layout_kind == "flat":
         x = x.reshape(1, -1)
     aff = quantize(x, fmt).affine()
