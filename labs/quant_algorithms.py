@@ -11,13 +11,19 @@ method that only looks good on its calibration data has overfitted it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
 from labs.model_quality import WeightParams
+
+if TYPE_CHECKING:
+    import torch
+
+    from labs.lm.fakequant import WeightEditor
+    from labs.lm.session import Evaluation
 
 Method = Literal["rtn", "gptq", "awq"]
 # AWQ's scale groups: linears that read the same input share one scale, which a real
@@ -36,7 +42,7 @@ class QuantAlgorithmsParams(WeightParams):
         default=2048, ge=16, le=131_072, description="Held-out tokens evaluated"
     )
     methods: list[Method] = Field(
-        default_factory=lambda: ["rtn", "gptq", "awq"],
+        default_factory=lambda: list(get_args(Method)),
         min_length=1,
         max_length=3,
         description="Which of rtn, gptq and awq to run",
@@ -94,11 +100,11 @@ class QuantAlgorithmsResult(LabResult):
 
 def _quantize(
     method: str,
-    ev: object,
-    cal_w: object,
+    ev: Evaluation,
+    cal_w: torch.Tensor,
     names: list[str],
     params: QuantAlgorithmsParams,
-    editor: object,
+    editor: WeightEditor,
     ctx: Context,
     frac: tuple[float, float],
 ) -> tuple[int, dict[str, float]]:
@@ -107,7 +113,6 @@ def _quantize(
     from labs.quant.awq import awq
     from labs.quant.gptq import gptq, hessian
 
-    assert isinstance(editor, fakequant.WeightEditor)
     options = spec.format_options(params.format, params.granularity)
     nbytes = 0
     detail: dict[str, float] = {}
@@ -116,11 +121,11 @@ def _quantize(
             r.nbytes for r in fakequant.quantize_model(editor, names, params.format, options)
         ), detail
 
-    def layer(i: int, inputs: dict[str, object]) -> None:
+    def layer(i: int, inputs: dict[str, torch.Tensor]) -> None:
         nonlocal nbytes
         if method == "gptq":
             for n, x in inputs.items():
-                r = gptq(
+                gr = gptq(
                     editor.original(n),
                     hessian(x),
                     params.format,
@@ -128,8 +133,8 @@ def _quantize(
                     damp=params.damp,
                     act_order=params.act_order,
                 )
-                editor.set(n, r.weight)
-                nbytes += r.nbytes
+                editor.set(n, gr.weight)
+                nbytes += gr.nbytes
             return
         prefix = f"model.layers.{i}."
         for group in AWQ_GROUPS:
@@ -147,16 +152,16 @@ def _quantize(
                     editor.set(n, dq)
                     nbytes += b
                 continue
-            r = awq(ws, inputs[members[0]], params.format, options)
-            for n, dq, b in zip(members, r.weights, r.nbytes, strict=True):
+            ar = awq(ws, inputs[members[0]], params.format, options)
+            for n, dq, b in zip(members, ar.weights, ar.nbytes, strict=True):
                 editor.set(n, dq)
                 nbytes += b
-            detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = r.alpha
+            detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = ar.alpha
 
     def on_layer(k: int, n: int) -> None:
         ctx.progress(frac[0] + frac[1] * k / n, f"{method}: layer {k}/{n}")
 
-    calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)  # type: ignore[attr-defined]
+    calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)
     return nbytes, detail
 
 

@@ -9,7 +9,8 @@ size-versus-KL plot beside uniform formats.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -19,6 +20,7 @@ from labs.model_quality import WeightParams
 
 Unit = Literal["tensor", "kind", "layer"]
 MAX_UNIFORM = 6
+DEFAULT_UNIFORM: tuple[spec.FormatKey, ...] = ("q8_0", "q4_k", "q4_0")
 
 
 class TensorSensitivityParams(WeightParams):
@@ -40,7 +42,7 @@ class TensorSensitivityParams(WeightParams):
     )
     top_k: int = Field(default=2, ge=0, le=64, description="Units kept in high_format")
     uniform: list[spec.FormatKey] = Field(
-        default_factory=lambda: ["q8_0", "q4_k", "q4_0"],
+        default_factory=lambda: list(DEFAULT_UNIFORM),
         max_length=MAX_UNIFORM,
         description="Uniform formats drawn beside the mixed recipe on the size-vs-KL plot",
     )
@@ -160,7 +162,7 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
         ],
     )
 
-    def point(label: str, plan: dict[str, tuple[str, dict[str, object]]]) -> Point:
+    def point(label: str, plan: Mapping[str, tuple[str, Mapping[str, Any]]]) -> Point:
         nonlocal done
         nbytes = numel = 0
         for n, (f, opts) in plan.items():

@@ -111,5 +111,5 @@ def load(name: str, device: str = "cpu", extra_dir: str | os.PathLike[str] | Non
         raise ModelError(
             f"model {d.name}: weights cannot be loaded ({type(e).__name__}: {e})"
         ) from e
-    model.to(device).eval()
+    model.to(device).eval()  # type: ignore[arg-type]
     return Loaded(name, d, model, tok, dtype)

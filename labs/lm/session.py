@@ -36,7 +36,7 @@ class ModelParams(LabParams):
         default=models.SHIPPED,
         description="The model: lowbit-tiny (shipped) or a checkpoint folder under "
         "LOWBIT_MODELS_DIR",
-        json_schema_extra={"enum": model_choices()},
+        json_schema_extra={"enum": list[Any](model_choices())},
     )
     eval_tokens: int = Field(
         default=4096,

@@ -36,15 +36,15 @@ class TrainConfig:
     context: int = 256  # training window, tokens
     max_position_embeddings: int = 1024
     batch_size: int = 16  # windows per step
-    steps: int = 1000
+    steps: int = 700
     lr: float = 1.5e-3  # peak AdamW learning rate
     min_lr: float = 1.5e-4  # end of the cosine schedule
-    warmup_steps: int = 100
+    warmup_steps: int = 50
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     seed: int = 0
     threads: int = 1
-    save_every: int = 200
+    save_every: int = 100
     log_every: int = 20
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -132,9 +132,6 @@ def train(
     """Train from scratch and write the model directory; returns the figures of the model card."""
     import torch
 
-    from labs.lm import card
-    from labs.lm.evaluate import perplexity, windows
-
     cfg = cfg or TrainConfig()
     os.environ.setdefault("RAYON_NUM_THREADS", str(cfg.threads))
     torch.set_num_threads(cfg.threads)
@@ -190,22 +187,42 @@ def train(
             _save(model, tok, out, heldout)
             log(f"checkpoint at step {step + 1}")
     train_s = time.time() - t_train
-    model.eval()
     _save(model, tok, out, heldout)
+    return finish(out, model, tok, split, data, cfg, cfg.steps, train_s, time.time() - t0, log)
+
+
+def finish(
+    out: Path,
+    model: Any,
+    tok: Any,
+    split: corpus.Split,
+    data: Any,
+    cfg: TrainConfig,
+    steps: int,
+    train_s: float,
+    total_s: float,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure the trained model and write ``training.json``, the texts and the model card."""
+    from labs.lm import card
+    from labs.lm.evaluate import perplexity, windows
+
+    model.eval()
     write_texts(out, tok, split)
+    heldout = corpus.heldout_text(split)
     held_ids = tok.encode(heldout, add_special_tokens=False).ids
     w_held = windows(held_ids, cfg.context)
     w_train = windows(data[: w_held.numel()], cfg.context)
     figures = {
-        "params": n_params,
-        "steps": cfg.steps,
-        "tokens_seen": cfg.steps * cfg.batch_size * cfg.context,
+        "params": sum(p.numel() for p in model.parameters()),
+        "steps": steps,
+        "tokens_seen": steps * cfg.batch_size * cfg.context,
         "train_stream_tokens": int(data.numel()),
         "train_documents": len(split.train),
         "heldout_documents": split.heldout_names,
         "heldout_tokens": len(held_ids),
         "train_seconds": round(train_s, 1),
-        "total_seconds": round(time.time() - t0, 1),
+        "total_seconds": round(total_s, 1),
         "train_perplexity": perplexity(model, w_train),
         "heldout_perplexity": perplexity(model, w_held),
         "eval_windows": int(w_held.shape[0]),
@@ -219,3 +236,25 @@ def train(
         f"held-out ppl {figures['heldout_perplexity']:.2f}, {train_s / 60:.1f} min"
     )
     return figures
+
+
+def finish_checkpoint(
+    out: Path,
+    steps: int,
+    train_s: float,
+    cfg: TrainConfig | None = None,
+    corpus_dir: str | None = None,
+) -> dict[str, Any]:
+    """Measure a checkpoint already in ``out`` (a run stopped after ``steps`` steps) and
+    write its model card, as :func:`train` does at its end."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import LlamaForCausalLM
+
+    cfg = cfg or TrainConfig()
+    torch.set_num_threads(cfg.threads)
+    split = corpus.load_split(corpus_dir)
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    data = torch.tensor(encode_stream(tok, split.train), dtype=torch.long)
+    model = LlamaForCausalLM.from_pretrained(out, dtype=torch.float32)
+    return finish(out, model, tok, split, data, cfg, steps, train_s, train_s)

@@ -136,7 +136,11 @@ def gptq(
         scale, offset = grid(quantize(w.detach().float(), fmt))
         if perm is not None:
             scale, offset = scale[:, perm], offset[:, perm]
-    integer = bool(torch.equal(table, torch.arange(table[0], table[-1] + 1, device=table.device)))
+    integer = bool(
+        torch.equal(
+            table, torch.arange(int(table[0]), int(table[-1]) + 1, device=table.device).float()
+        )
+    )
     lo, hi = float(table[0]), float(table[-1])
     Q = torch.zeros_like(W)
     loss = torch.zeros((), dtype=torch.float64, device=W.device)
