@@ -11,7 +11,7 @@ method that only looks good on its calibration data has overfitted it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -39,7 +39,7 @@ AWQ_GROUPS = (
 class QuantAlgorithmsParams(WeightParams):
     format: spec.FormatKey = Field(default="int4", description="The format every method produces")
     eval_tokens: int = Field(
-        default=2048, ge=16, le=131_072, description="Held-out tokens evaluated"
+        default=1024, ge=16, le=131_072, description="Held-out tokens evaluated"
     )
     methods: list[Method] = Field(
         default_factory=lambda: list(get_args(Method)),
@@ -98,6 +98,22 @@ class QuantAlgorithmsResult(LabResult):
     seconds: float
 
 
+def _block(ev: Evaluation, prefix: str, group: tuple[str, ...]) -> Any:
+    """The module output AWQ's search preserves for ``group``: for gate/up the whole MLP
+    (SwiGLU, then the unquantized down_proj), as the reference does; else each output."""
+    if group != AWQ_GROUPS[2]:
+        return None
+    import torch.nn.functional as F
+
+    mlp = ev.model.get_submodule(prefix + "mlp")
+    down = mlp.down_proj.weight.detach().float()
+
+    def block(x: torch.Tensor, ws: list[torch.Tensor]) -> torch.Tensor:
+        return (F.silu(x @ ws[0].T) * (x @ ws[1].T)) @ down.T
+
+    return block
+
+
 def _quantize(
     method: str,
     ev: Evaluation,
@@ -152,7 +168,9 @@ def _quantize(
                     editor.set(n, dq)
                     nbytes += b
                 continue
-            ar = awq(ws, inputs[members[0]], params.format, options)
+            ar = awq(
+                ws, inputs[members[0]], params.format, options, block=_block(ev, prefix, group)
+            )
             for n, dq, b in zip(members, ar.weights, ar.nbytes, strict=True):
                 editor.set(n, dq)
                 nbytes += b

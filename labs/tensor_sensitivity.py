@@ -20,7 +20,7 @@ from labs.model_quality import WeightParams
 
 Unit = Literal["tensor", "kind", "layer"]
 MAX_UNIFORM = 6
-DEFAULT_UNIFORM: tuple[spec.FormatKey, ...] = ("q8_0", "q4_k", "q4_0")
+DEFAULT_UNIFORM: tuple[spec.FormatKey, ...] = ("q8_0", "q4_0")
 
 
 class TensorSensitivityParams(WeightParams):
@@ -30,7 +30,7 @@ class TensorSensitivityParams(WeightParams):
         description="For int8/int4/fp8: tensor, channel or a block size; default: the format's own",
     )
     eval_tokens: int = Field(
-        default=2048, ge=16, le=131_072, description="Held-out tokens evaluated"
+        default=1024, ge=16, le=131_072, description="Held-out tokens evaluated"
     )
     unit: Unit = Field(
         default="kind",

@@ -39,7 +39,7 @@ class ModelParams(LabParams):
         json_schema_extra={"enum": list[Any](model_choices())},
     )
     eval_tokens: int = Field(
-        default=4096,
+        default=2048,
         ge=MIN_CONTEXT,
         le=MAX_EVAL_TOKENS,
         description="Held-out tokens evaluated (the first ones of heldout.txt)",

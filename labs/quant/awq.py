@@ -18,6 +18,7 @@ Imports torch; nothing from the rest of ``labs``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,25 +52,32 @@ def awq(
     *,
     n_grid: int = 20,
     max_rows: int = 4096,
+    block: Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor] | None = None,
 ) -> AWQResult:
     """Search one per-channel scale shared by ``weights`` (each ``[out_i, in]``, all fed the
-    same input) from calibration inputs ``x [..., in]``, then quantize each with it."""
+    same input) from calibration inputs ``x [..., in]``, then quantize each with it.
+
+    ``block(x, weights)`` is the output the search should preserve (the reference
+    compares the whole module's output, e.g. the MLP after ``down_proj``); by default
+    each linear's own output ``x Wᵢᵀ``."""
     opts = dict(options or {})
     x = x.reshape(-1, x.shape[-1]).float()
     if x.shape[0] > max_rows:  # evenly spaced rows keep the search cheap and deterministic
         x = x[torch.linspace(0, x.shape[0] - 1, max_rows).long()]
     x_mean = x.abs().mean(0)
-    refs = [x @ w.float().T for w in weights]
+
+    def outputs(ws: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [block(x, ws)] if block is not None else [x @ w.T for w in ws]
+
+    refs = outputs([w.float() for w in weights])
     losses: list[float] = []
     best: tuple[float, float, torch.Tensor] | None = None
     for i in range(n_grid):
         alpha = i / n_grid
         s = x_mean.pow(alpha).clamp(min=1e-4)
         s = s / (s.max() * s.min()).sqrt()
-        loss = 0.0
-        for w, ref in zip(weights, refs, strict=True):
-            dq, _ = fake_quantize_scaled(w, s, key, opts)
-            loss += float((ref - x @ dq.T).pow(2).mean())
+        deq = [fake_quantize_scaled(w, s, key, opts)[0] for w in weights]
+        loss = sum(float((r - o).pow(2).mean()) for r, o in zip(refs, outputs(deq), strict=True))
         losses.append(loss)
         if best is None or loss < best[0]:
             best = (loss, alpha, s)
