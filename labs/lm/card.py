@@ -70,6 +70,9 @@ held out and never seen in training (neither by the tokenizer nor the model).
 {f["train_documents"]} training documents; {len(f["heldout_documents"])} held out: {held}.
 `heldout.txt` is those documents joined by blank lines (the first
 {corpus.HELDOUT_MAX_CHARS:,} characters): {f["heldout_tokens"]:,} tokens.
+`calibration.txt` (what GPTQ and AWQ calibrate on) is training text only: every
+{corpus.CALIBRATION_EVERY}th training document, the first
+{corpus.CALIBRATION_MAX_CHARS:,} characters. `lowbit.json` holds both token counts.
 
 ## Training
 
