@@ -94,6 +94,9 @@ def load(name: str, device: str = "cpu", extra_dir: str | os.PathLike[str] | Non
     import torch
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a lab streams its own progress
 
     d = resolve(name, extra_dir)
     cfg = check_dir(d)
