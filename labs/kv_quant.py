@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
-from labs.lm.session import ModelParams
+from labs.lm.session import ModelParams, field_error
 
 Granularity = Literal["per-tensor", "per-head", "per-token", "kivi"]
 POSITION_BINS = 8
@@ -40,23 +40,24 @@ class KVQuantParams(ModelParams):
         granular = self.kv_format in spec.GRANULAR
         block = spec.BLOCK_SIZES[self.kv_format]
         if not granular and self.granularity in ("per-tensor", "per-head"):
-            raise ValueError(
-                f"{self.kv_format} has its own blocks of {block}; use per-token or kivi"
+            raise field_error(
+                self,
+                "granularity",
+                f"{self.kv_format} has its own blocks of {block}; use per-token or kivi",
             )
-        if (
-            self.granularity in ("per-token", "kivi")
-            and not granular
-            and block
-            and s.head_dim % block
-        ):
-            raise ValueError(
-                f"{self.kv_format} blocks of {block} do not divide head_dim {s.head_dim}"
+        if not granular and block and s.head_dim % block:
+            raise field_error(
+                self,
+                "kv_format",
+                f"{self.kv_format} blocks of {block} do not divide head_dim {s.head_dim}",
             )
         if self.granularity == "kivi":
             key_block = self.group if granular else block
             if key_block and self.context % key_block:
-                raise ValueError(
-                    f"kivi key groups of {key_block} tokens do not divide context {self.context}"
+                raise field_error(
+                    self,
+                    "group" if granular else "context",
+                    f"kivi key groups of {key_block} tokens do not divide context {self.context}",
                 )
         return self
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
-from labs.lm.session import ModelParams
+from labs.lm.session import ModelParams, field_error
 
 Tensors = Literal["all", "attention", "mlp"]
 MAX_KEEP = 64
@@ -38,10 +38,13 @@ class WeightParams(ModelParams):
 
     @model_validator(mode="after")
     def _check_format(self) -> WeightParams:
+        where = "format" if self.granularity == "default" else "granularity"
         if isinstance(self.granularity, int) and self.granularity < 1:
-            raise ValueError("granularity as a block size must be at least 1")
-        options = spec.format_options(self.format, self.granularity)  # raises for a bad pair
-        del options
+            raise field_error(self, where, "granularity as a block size must be at least 1")
+        try:
+            spec.format_options(self.format, self.granularity)  # raises for a bad pair
+        except ValueError as e:
+            raise field_error(self, where, str(e)) from None
         s = self.model_spec()
         problem = spec.block_problem(
             s,
@@ -50,7 +53,7 @@ class WeightParams(ModelParams):
             spec.block_of(self.format, self.granularity),
         )
         if problem:
-            raise ValueError(problem)
+            raise field_error(self, where, problem)
         return self
 
 
@@ -63,7 +66,10 @@ class ModelQualityParams(WeightParams):
 
     @model_validator(mode="after")
     def _check_keep(self) -> ModelQualityParams:
-        spec.select(self.model_spec().linear_names(self.tensors), self.keep)
+        try:
+            spec.select(self.model_spec().linear_names(self.tensors), self.keep)
+        except ValueError as e:
+            raise field_error(self, "keep", str(e)) from None
         return self
 
 

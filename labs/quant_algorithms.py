@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
+from labs.lm.session import field_error
 from labs.model_quality import WeightParams
 
 if TYPE_CHECKING:
@@ -56,17 +57,21 @@ class QuantAlgorithmsParams(WeightParams):
     @model_validator(mode="after")
     def _check_calibration(self) -> QuantAlgorithmsParams:
         if len(set(self.methods)) != len(self.methods):
-            raise ValueError("each method at most once")
+            raise field_error(self, "methods", "each method at most once")
         s = self.model_spec()
         if self.calibration_tokens < self.context:
-            raise ValueError(
+            raise field_error(
+                self,
+                "calibration_tokens",
                 f"calibration_tokens ({self.calibration_tokens}) must hold one window of "
-                f"context ({self.context})"
+                f"context ({self.context})",
             )
         if s.calibration_tokens is not None and self.calibration_tokens > s.calibration_tokens:
-            raise ValueError(
+            raise field_error(
+                self,
+                "calibration_tokens",
                 f"calibration_tokens ({self.calibration_tokens}) is beyond the "
-                f"{s.calibration_tokens} tokens of calibration.txt"
+                f"{s.calibration_tokens} tokens of calibration.txt",
             )
         return self
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
+from labs.lm.session import field_error
 from labs.model_quality import WeightParams
 
 Unit = Literal["tensor", "kind", "layer"]
@@ -51,10 +52,12 @@ class TensorSensitivityParams(WeightParams):
     def _check_high(self) -> TensorSensitivityParams:
         s = self.model_spec()
         names = s.linear_names(self.tensors)
-        for f in [self.high_format, *self.uniform]:
+        for where, f in [("high_format", self.high_format)] + [
+            ("uniform", u) for u in self.uniform
+        ]:
             problem = spec.block_problem(s, names, f, spec.BLOCK_SIZES[f])
             if problem:
-                raise ValueError(problem)
+                raise field_error(self, where, problem)
         return self
 
 

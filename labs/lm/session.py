@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from labs.base import Context, LabParams
 from labs.lm import models, spec
@@ -20,6 +21,21 @@ MIN_CONTEXT = 16
 MAX_CONTEXT = 2048
 MAX_EVAL_TOKENS = 131_072
 BATCH_TOKENS = 2048  # tokens per forward pass (windows × context)
+
+
+def field_error(model: object, field: str, message: str) -> ValidationError:
+    """A ValidationError located at ``field``, for checks that span several fields, so the
+    form shows the message beside the field to change."""
+    return ValidationError.from_exception_data(
+        type(model).__name__,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", "{message}", {"message": message}),
+                loc=(field,),
+                input=getattr(model, field, None),
+            )
+        ],
+    )
 
 
 def model_choices() -> list[str]:
@@ -53,7 +69,17 @@ class ModelParams(LabParams):
 
     @model_validator(mode="after")
     def _check_model(self) -> ModelParams:
-        s = self.model_spec()
+        try:
+            s = self.model_spec()
+        except ValueError as e:
+            raise field_error(self, "model", str(e)) from None
+        try:
+            self._check_tokens(s)
+        except ValueError as e:
+            raise field_error(self, "eval_tokens", str(e)) from None
+        return self
+
+    def _check_tokens(self, s: spec.ModelSpec) -> None:
         if self.eval_tokens < self.context:
             raise ValueError(
                 f"eval_tokens ({self.eval_tokens}) must hold at least one window of "
@@ -69,7 +95,6 @@ class ModelParams(LabParams):
                 f"eval_tokens ({self.eval_tokens}) over {s.max_eval_tokens()}: the reference "
                 f"logits of a {s.vocab}-token vocabulary would not fit in memory"
             )
-        return self
 
     def model_spec(self) -> spec.ModelSpec:
         try:
