@@ -107,6 +107,8 @@ def _save(model: Any, tok: Any, out: Path, heldout: str) -> None:
     model.save_pretrained(out, safe_serialization=True)
     tok.save(str(out / "tokenizer.json"))
     (out / "heldout.txt").write_text(heldout, encoding="utf-8")
+    # safetensors writes 0600; the lab sandbox reads the weights as an unprivileged user.
+    (out / "model.safetensors").chmod(0o644)
 
 
 def write_texts(out: Path, tok: Any, split: corpus.Split) -> dict[str, int]:
