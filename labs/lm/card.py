@@ -29,6 +29,81 @@ def greedy_sample(
     return str(tok.decode(out[0, ids.shape[1] :].tolist()))
 
 
+CARD_FORMATS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("q8_0", {}),
+    ("q6_k", {}),
+    ("q4_k", {}),
+    ("q4_0", {}),
+    ("nvfp4", {}),
+    ("mxfp4", {}),
+    ("int4", {"granularity": 128}),
+    ("int4", {"granularity": "tensor"}),
+)
+CARD_EVAL_TOKENS = 8192
+
+
+def measure_quantization(model: Any, tok: Any, heldout: str, context: int) -> list[dict[str, Any]]:
+    """Held-out quality of every decoder linear quantized to each of CARD_FORMATS
+    (round-to-nearest, the evaluation contract on the first CARD_EVAL_TOKENS tokens)."""
+    from labs.lm.evaluate import evaluate, windows
+    from labs.lm.fakequant import WeightEditor, quantize_model
+
+    ids = tok.encode(heldout, add_special_tokens=False).ids[:CARD_EVAL_TOKENS]
+    w = windows(ids, context)
+    base, ref = evaluate(model, w, keep_reference=True)
+    names = [
+        n
+        for n, m in model.named_modules()
+        if n.startswith("model.layers.") and n.rsplit(".", 1)[-1].endswith("_proj")
+    ]
+    editor = WeightEditor(model)
+    rows = [
+        {
+            "format": "float32 (trained)",
+            "bits": 32.0,
+            "perplexity": base.perplexity(),
+            "kl_divergence": 0.0,
+            "top1_agreement": 1.0,
+        }
+    ]
+    for fmt, opts in CARD_FORMATS:
+        reports = quantize_model(editor, names, fmt, opts)
+        tot, _ = evaluate(model, w, reference=ref)
+        editor.restore()
+        label = fmt + ("" if not opts else f" ({', '.join(f'{k}={v}' for k, v in opts.items())})")
+        rows.append(
+            {
+                "format": label,
+                "bits": 8 * sum(r.nbytes for r in reports) / sum(r.numel for r in reports),
+                "perplexity": tot.perplexity(),
+                "kl_divergence": tot.kl_divergence(),
+                "top1_agreement": tot.top1_agreement(),
+            }
+        )
+    return rows
+
+
+def _quality_section(f: dict[str, Any]) -> str:
+    rows = f.get("quantization")
+    if not rows:
+        return ""
+    lines = [
+        "## Quantized (round-to-nearest, every decoder linear layer)",
+        "",
+        f"Held-out text, first {CARD_EVAL_TOKENS:,} tokens; KL from the float32 model in nats "
+        "per token. `lowbit lab run model-quality --param format=…` reproduces a row.",
+        "",
+        "| format | bits/weight | perplexity | KL | top-1 agreement |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['format']} | {r['bits']:.3g} | {r['perplexity']:.2f} | "
+            f"{r['kl_divergence']:.4f} | {100 * r['top1_agreement']:.1f} % |"
+        )
+    return "\n".join(lines) + "\n\n"
+
+
 def write(out: Path, f: dict[str, Any]) -> None:
     """Write ``out/README.md`` from the training figures."""
     c = f["config"]
@@ -95,7 +170,7 @@ Perplexities follow the evaluation contract (non-overlapping windows of
 {c["context"]} tokens; held-out: all {f["eval_windows"]} windows of `heldout.txt`;
 train: the same number of tokens from the start of the training stream).
 
-## Greedy sample
+{_quality_section(f)}## Greedy sample
 
 Prompt `{SAMPLE_PROMPT}`, {SAMPLE_TOKENS} new tokens, greedy:
 

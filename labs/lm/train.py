@@ -230,6 +230,7 @@ def finish(
         "eval_windows": int(w_held.shape[0]),
         "config": {k: v for k, v in asdict(cfg).items() if k != "extra"},
         "sample": card.greedy_sample(model, tok),
+        "quantization": card.measure_quantization(model, tok, heldout, cfg.context),
     }
     (out / "training.json").write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     card.write(out, figures)
