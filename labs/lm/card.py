@@ -91,7 +91,8 @@ def _quality_section(f: dict[str, Any]) -> str:
         "## Quantized (round-to-nearest, every decoder linear layer)",
         "",
         f"Held-out text, first {CARD_EVAL_TOKENS:,} tokens; KL from the float32 model in nats "
-        "per token. `lowbit lab run model-quality --param format=…` reproduces a row.",
+        "per token. `lowbit lab run model-quality --param format=… --param eval_tokens=8192` "
+        "reproduces a row.",
         "",
         "| format | bits/weight | perplexity | KL | top-1 agreement |",
         "|---|---|---|---|---|",
@@ -99,7 +100,7 @@ def _quality_section(f: dict[str, Any]) -> str:
     for r in rows:
         lines.append(
             f"| {r['format']} | {r['bits']:.3g} | {r['perplexity']:.2f} | "
-            f"{r['kl_divergence']:.4f} | {100 * r['top1_agreement']:.1f} % |"
+            f"{r['kl_divergence']:.2e} | {100 * r['top1_agreement']:.1f} % |"
         )
     return "\n".join(lines) + "\n\n"
 
