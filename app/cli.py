@@ -225,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     uc.add_argument("--admin", action="store_true")
     uc.add_argument("--password", help="for scripts; omit to be asked")
     uc.set_defaults(fn=cmd_user_create)
+
+    from labs.lm.cli import add_model_commands  # torch-free until a command runs
+
+    add_model_commands(sub)
     return p
 
 

@@ -24,6 +24,10 @@ LAB_MODULES: tuple[str, ...] = (
     "labs.shard_doctor",
     "labs.format_support",
     "labs.reproducibility",
+    "labs.model_quality",
+    "labs.tensor_sensitivity",
+    "labs.quant_algorithms",
+    "labs.kv_quant",
 )
 
 

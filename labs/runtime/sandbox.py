@@ -62,6 +62,7 @@ KEEP_ENV = (
     "NVIDIA_DRIVER_CAPABILITIES",
     "LD_LIBRARY_PATH",
     "PYTORCH_CUDA_ALLOC_CONF",
+    "LOWBIT_MODELS_DIR",  # extra Hugging Face checkpoints the model labs offer
 )
 
 # <linux/sched.h>, <linux/prctl.h> (the mount flags are in mounts.py)

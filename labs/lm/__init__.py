@@ -1,0 +1,1 @@
+"""The shipped language model (``lowbit-tiny``), its loader, evaluation and training."""

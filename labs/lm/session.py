@@ -1,0 +1,197 @@
+"""What every model lab shares: shared parameters, loading, the reference evaluation.
+
+A lab opens an :class:`Evaluation` (the model, the held-out windows and the
+reference model's float32 logits on them), changes weights or the KV cache, and
+scores the changed model against the kept reference logits.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from labs.base import Context, LabParams
+from labs.lm import models, spec
+
+MIN_CONTEXT = 16
+MAX_CONTEXT = 2048
+MAX_EVAL_TOKENS = 131_072
+BATCH_TOKENS = 2048  # tokens per forward pass (windows × context)
+
+
+def field_error(model: object, field: str, message: str) -> ValidationError:
+    """A ValidationError located at ``field``, for checks that span several fields, so the
+    form shows the message beside the field to change."""
+    return ValidationError.from_exception_data(
+        type(model).__name__,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", "{message}", {"message": message}),
+                loc=(field,),
+                input=getattr(model, field, None),
+            )
+        ],
+    )
+
+
+def model_choices() -> list[str]:
+    try:
+        return list(models.available())
+    except OSError:
+        return [models.SHIPPED]
+
+
+class ModelParams(LabParams):
+    """Parameters every model lab has: which model, how many held-out tokens, window size."""
+
+    model: str = Field(
+        default=models.SHIPPED,
+        description="The model: lowbit-tiny (shipped) or a checkpoint folder under "
+        "LOWBIT_MODELS_DIR",
+        json_schema_extra={"enum": list[Any](model_choices())},
+    )
+    eval_tokens: int = Field(
+        default=2048,
+        ge=MIN_CONTEXT,
+        le=MAX_EVAL_TOKENS,
+        description="Held-out tokens evaluated (the first ones of heldout.txt)",
+    )
+    context: int = Field(
+        default=256,
+        ge=MIN_CONTEXT,
+        le=MAX_CONTEXT,
+        description="Window length in tokens; tokens 2..n of each window are predicted",
+    )
+
+    @model_validator(mode="after")
+    def _check_model(self) -> ModelParams:
+        try:
+            s = self.model_spec()
+        except ValueError as e:
+            raise field_error(self, "model", str(e)) from None
+        try:
+            self._check_tokens(s)
+        except ValueError as e:
+            raise field_error(self, "eval_tokens", str(e)) from None
+        return self
+
+    def _check_tokens(self, s: spec.ModelSpec) -> None:
+        if self.eval_tokens < self.context:
+            raise ValueError(
+                f"eval_tokens ({self.eval_tokens}) must hold at least one window of "
+                f"context ({self.context}) tokens"
+            )
+        if s.heldout_tokens is not None and self.eval_tokens > s.heldout_tokens:
+            raise ValueError(
+                f"eval_tokens ({self.eval_tokens}) is beyond the {s.heldout_tokens} tokens "
+                f"of {self.model}'s heldout.txt"
+            )
+        if self.eval_tokens > s.max_eval_tokens():
+            raise ValueError(
+                f"eval_tokens ({self.eval_tokens}) over {s.max_eval_tokens()}: the reference "
+                f"logits of a {s.vocab}-token vocabulary would not fit in memory"
+            )
+
+    def model_spec(self) -> spec.ModelSpec:
+        try:
+            return spec.load_spec(self.model)
+        except models.ModelError as e:
+            raise ValueError(str(e)) from e
+
+
+@dataclass
+class Evaluation:
+    loaded: models.Loaded
+    spec: spec.ModelSpec
+    windows: Any  # [n, context] int64
+    reference: list[Any]  # evaluate.Reference per batch of windows
+    base: Any  # evaluate.Totals of the unchanged model
+    batch_size: int
+    device: str
+    seconds: float
+
+    @property
+    def model(self) -> Any:
+        return self.loaded.model
+
+
+def token_ids(loaded: models.Loaded, filename: str) -> list[int]:
+    path = models.text_file(loaded.path, filename)
+    text = path.read_text(encoding="utf-8")
+    return list(loaded.tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def open_evaluation(
+    params: ModelParams, ctx: Context, start: float = 0.0, span: float = 0.3
+) -> Evaluation:
+    """Load the model, cut the held-out windows and evaluate the reference model.
+    Progress goes from ``start`` to ``start + span``."""
+    import torch
+
+    from labs.lm.evaluate import evaluate, windows
+
+    t0 = time.perf_counter()
+    ctx.progress(start, f"loading {params.model}")
+    loaded = models.load(params.model, ctx.device)
+    ids = token_ids(loaded, models.HELDOUT_FILE)
+    if params.eval_tokens > len(ids):
+        raise ValueError(
+            f"eval_tokens ({params.eval_tokens}) is beyond the {len(ids)} tokens of heldout.txt"
+        )
+    w = windows(ids[: params.eval_tokens], params.context)
+    bs = max(1, BATCH_TOKENS // params.context)
+    ctx.log(
+        f"{params.model}: {sum(p.numel() for p in loaded.model.parameters()):,} parameters "
+        f"({str(loaded.dtype).removeprefix('torch.')}) on {ctx.device}; {w.shape[0]} windows of "
+        f"{params.context} tokens"
+    )
+
+    def step(done: int, total: int) -> None:
+        ctx.progress(start + span * done / total, "reference model")
+
+    torch.manual_seed(0)
+    base, ref = evaluate(
+        loaded.model, w, batch_size=bs, device=ctx.device, keep_reference=True, on_batch=step
+    )
+    return Evaluation(
+        loaded, params.model_spec(), w, ref, base, bs, ctx.device, time.perf_counter() - t0
+    )
+
+
+def score(
+    ev: Evaluation,
+    ctx: Context | None = None,
+    start: float = 0.0,
+    span: float = 0.0,
+    message: str = "",
+) -> Any:
+    """Totals of the model as it is now against the reference logits."""
+    from labs.lm.evaluate import evaluate
+
+    def step(done: int, total: int) -> None:
+        if ctx is not None and span:
+            ctx.progress(start + span * done / total, message)
+
+    tot, _ = evaluate(
+        ev.model,
+        ev.windows,
+        reference=ev.reference,
+        batch_size=ev.batch_size,
+        device=ev.device,
+        on_batch=step,
+    )
+    return tot
+
+
+def quality(tot: Any, base: Any) -> dict[str, float]:
+    """The contract's figures for one evaluated model (``base``: the reference's totals)."""
+    return {
+        "perplexity": tot.perplexity(),
+        "perplexity_delta": tot.perplexity() - base.perplexity(),
+        "kl_divergence": tot.kl_divergence(),
+        "top1_agreement": tot.top1_agreement(),
+    }

@@ -1,0 +1,185 @@
+"""Torch-free facts about a checkpoint, for validating lab parameters in the web process.
+
+From ``config.json`` alone: the decoder's linear layers (Llama, Qwen2 and Mistral
+name them alike), each one's input width, and how many held-out tokens exist
+(``lowbit.json``, written at training time). Imports no torch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from labs.lm import models
+
+ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
+MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+KINDS = tuple(n.split(".")[1] for n in ATTENTION + MLP)  # q_proj … down_proj
+META_FILE = "lowbit.json"
+LOGIT_BUDGET_BYTES = 1024 * 2**20  # reference log-probs and probs kept for KL, float32
+
+FormatKey = Literal[
+    "int8",
+    "int4",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "mxfp8_e4m3",
+    "mxfp8_e5m2",
+    "mxfp6_e2m3",
+    "mxfp6_e3m2",
+    "mxfp4",
+    "nvfp4",
+    "nf4",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "q4_k",
+    "q6_k",
+]
+FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)
+#: Formats that take a ``granularity`` option ("tensor", "channel" or a block size).
+GRANULAR = ("int8", "int4", "fp8_e4m3", "fp8_e5m2")
+Granularity = Literal["default", "tensor", "channel"] | int
+
+
+def format_options(fmt: str, granularity: str | int) -> dict[str, Any]:
+    """labs.quant options for ``fmt`` at ``granularity`` ("default": the format's own)."""
+    if granularity == "default":
+        return {}
+    if fmt not in GRANULAR:
+        raise ValueError(
+            f"granularity {granularity!r} applies only to {', '.join(GRANULAR)}; "
+            f"{fmt} has its own fixed blocks"
+        )
+    return {"granularity": granularity}
+
+
+def block_of(fmt: str, granularity: str | int) -> int | None:
+    """Elements per block along a row for ``fmt`` at ``granularity``."""
+    if isinstance(granularity, int):
+        return granularity
+    if granularity in ("tensor", "channel"):
+        return None
+    return BLOCK_SIZES[fmt]
+
+
+def label(fmt: str, granularity: str | int) -> str:
+    if granularity == "default":
+        return fmt
+    return f"{fmt} g{granularity}" if isinstance(granularity, int) else f"{fmt} per-{granularity}"
+
+
+# Elements per block along a row for each labs.quant key with its default options
+# (None: one scale per row or tensor). A test checks it against labs.quant.FORMATS.
+BLOCK_SIZES: dict[str, int | None] = {
+    "int8": None,
+    "int4": 128,
+    "fp8_e4m3": None,
+    "fp8_e5m2": None,
+    "mxfp8_e4m3": 32,
+    "mxfp8_e5m2": 32,
+    "mxfp6_e2m3": 32,
+    "mxfp6_e3m2": 32,
+    "mxfp4": 32,
+    "nvfp4": 16,
+    "nf4": 64,
+    "q8_0": 32,
+    "q4_0": 32,
+    "q4_1": 32,
+    "q4_k": 256,
+    "q6_k": 256,
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    path: Path
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    heldout_tokens: int | None
+    calibration_tokens: int | None
+
+    def linear_names(self, tensors: str = "all") -> list[str]:
+        """Full names of the decoder's linear layers: ``model.layers.{i}.self_attn.q_proj`` …"""
+        kinds = {"all": ATTENTION + MLP, "attention": ATTENTION, "mlp": MLP}[tensors]
+        return [f"model.layers.{i}.{k}" for i in range(self.layers) for k in kinds]
+
+    def in_width(self, name: str) -> int:
+        """Input width (elements per weight row) of the linear ``name``."""
+        if name.endswith("down_proj"):
+            return self.intermediate
+        if name.endswith("o_proj"):
+            return self.heads * self.head_dim
+        return self.hidden
+
+    def max_eval_tokens(self) -> int:
+        """Most tokens whose reference logits fit the in-memory budget."""
+        return LOGIT_BUDGET_BYTES // (2 * 4 * self.vocab)
+
+
+def matches(name: str, pattern: str) -> bool:
+    """A name pattern: glob on the full name, or a part of it (``down_proj``, ``layers.0.*``)."""
+    return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, f"*{pattern}*")
+
+
+def select(names: list[str], keep: list[str]) -> tuple[list[str], list[str]]:
+    """(quantized, kept) names; raises ValueError naming a pattern that matches nothing."""
+    for p in keep:
+        if not any(matches(n, p) for n in names):
+            raise ValueError(
+                f"pattern {p!r} matches no selected tensor; names look like {names[0]!r} "
+                f"(kinds: {', '.join(KINDS)})"
+            )
+    kept = [n for n in names if any(matches(n, p) for p in keep)]
+    return [n for n in names if n not in kept], kept
+
+
+def block_problem(spec: ModelSpec, names: list[str], fmt: str, block: int | None) -> str | None:
+    """Why ``fmt`` cannot quantize ``names`` of this model, or None."""
+    if block is None:
+        return None
+    for n in names:
+        w = spec.in_width(n)
+        if w % block:
+            return f"{fmt} blocks of {block} do not divide {n}'s input width {w}"
+    return None
+
+
+def load_spec(name: str) -> ModelSpec:
+    """Read the model's config (raises models.ModelError for a missing or corrupt one)."""
+    d = models.resolve(name)
+    cfg = models.check_dir(d)
+    cfg = cfg.get("text_config", cfg)
+    meta: dict[str, Any] = {}
+    if (d / META_FILE).is_file():
+        try:
+            meta = json.loads((d / META_FILE).read_text(encoding="utf-8"))
+        except ValueError:
+            meta = {}
+    try:
+        hidden = int(cfg["hidden_size"])
+        heads = int(cfg["num_attention_heads"])
+        return ModelSpec(
+            name=name,
+            path=d,
+            layers=int(cfg["num_hidden_layers"]),
+            hidden=hidden,
+            intermediate=int(cfg["intermediate_size"]),
+            heads=heads,
+            kv_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads),
+            vocab=int(cfg["vocab_size"]),
+            heldout_tokens=meta.get("heldout_tokens"),
+            calibration_tokens=meta.get("calibration_tokens"),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise models.ModelError(f"model {name}: config.json lacks {e}") from e

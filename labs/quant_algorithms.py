@@ -1,0 +1,283 @@
+"""Lab ``quant-algorithms``: round-to-nearest vs GPTQ vs AWQ on a real model.
+
+The same format (default int4, groups of 128) reached three ways: plain
+round-to-nearest (RTN); GPTQ, which rounds column by column and pushes each
+error onto the columns still to come using calibration activations; AWQ, which
+scales salient input channels up before rounding. GPTQ and AWQ calibrate on
+``calibration_tokens`` of the training split (``calibration.txt``); every
+method is judged on both the calibration text and the held-out text, because a
+method that only looks good on its calibration data has overfitted it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from pydantic import BaseModel, Field, model_validator
+
+from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.lm import spec
+from labs.lm.session import field_error
+from labs.model_quality import WeightParams
+
+if TYPE_CHECKING:
+    import torch
+
+    from labs.lm.fakequant import WeightEditor
+    from labs.lm.session import Evaluation
+
+Method = Literal["rtn", "gptq", "awq"]
+# AWQ's scale groups: linears that read the same input share one scale, which a real
+# checkpoint folds into the op that produced that input.
+AWQ_GROUPS = (
+    ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),  # input_layernorm
+    ("self_attn.o_proj",),  # v_proj (only when widths match, i.e. no GQA)
+    ("mlp.gate_proj", "mlp.up_proj"),  # post_attention_layernorm
+    ("mlp.down_proj",),  # up_proj
+)
+
+
+class QuantAlgorithmsParams(WeightParams):
+    format: spec.FormatKey = Field(default="int4", description="The format every method produces")
+    eval_tokens: int = Field(
+        default=1024, ge=16, le=131_072, description="Held-out tokens evaluated"
+    )
+    methods: list[Method] = Field(
+        default_factory=lambda: list(get_args(Method)),
+        min_length=1,
+        max_length=3,
+        description="Which of rtn, gptq and awq to run",
+    )
+    calibration_tokens: int = Field(
+        default=1024, ge=16, le=65_536, description="Tokens of calibration.txt (training split)"
+    )
+    damp: float = Field(default=0.01, gt=0, le=1, description="GPTQ damping, share of mean diag(H)")
+    act_order: bool = Field(default=False, description="GPTQ: visit columns by descending H_ii")
+
+    @model_validator(mode="after")
+    def _check_calibration(self) -> QuantAlgorithmsParams:
+        if len(set(self.methods)) != len(self.methods):
+            raise field_error(self, "methods", "each method at most once")
+        s = self.model_spec()
+        if self.calibration_tokens < self.context:
+            raise field_error(
+                self,
+                "calibration_tokens",
+                f"calibration_tokens ({self.calibration_tokens}) must hold one window of "
+                f"context ({self.context})",
+            )
+        if s.calibration_tokens is not None and self.calibration_tokens > s.calibration_tokens:
+            raise field_error(
+                self,
+                "calibration_tokens",
+                f"calibration_tokens ({self.calibration_tokens}) is beyond the "
+                f"{s.calibration_tokens} tokens of calibration.txt",
+            )
+        return self
+
+
+class Quality(BaseModel):
+    kl_divergence: float
+    perplexity: float
+    top1_agreement: float
+
+
+class MethodResult(BaseModel):
+    calibration: Quality
+    heldout: Quality
+    weight_bytes: int
+    bits_per_weight: float
+    seconds: float = Field(description="Time to quantize, calibration included")
+    detail: dict[str, float] = Field(default_factory=dict)
+
+
+class QuantAlgorithmsResult(LabResult):
+    model: str
+    format: str
+    device: str
+    eval_tokens: int
+    calibration_tokens: int
+    baseline_perplexity: float
+    baseline_calibration_perplexity: float
+    methods: dict[str, MethodResult]
+    seconds: float
+
+
+def _block(ev: Evaluation, prefix: str, group: tuple[str, ...]) -> Any:
+    """The module output AWQ's search preserves for ``group``: for gate/up the whole MLP
+    (SwiGLU, then the unquantized down_proj), as the reference does; else each output."""
+    if group != AWQ_GROUPS[2]:
+        return None
+    import torch.nn.functional as F
+
+    mlp = ev.model.get_submodule(prefix + "mlp")
+    down = mlp.down_proj.weight.detach().float()
+
+    def block(x: torch.Tensor, ws: list[torch.Tensor]) -> torch.Tensor:
+        return (F.silu(x @ ws[0].T) * (x @ ws[1].T)) @ down.T
+
+    return block
+
+
+def _quantize(
+    method: str,
+    ev: Evaluation,
+    cal_w: torch.Tensor,
+    names: list[str],
+    params: QuantAlgorithmsParams,
+    editor: WeightEditor,
+    ctx: Context,
+    frac: tuple[float, float],
+) -> tuple[int, dict[str, float]]:
+    """Quantize ``names`` in place with ``method``; returns stored bytes and details."""
+    from labs.lm import calibrate, fakequant
+    from labs.quant.awq import awq
+    from labs.quant.gptq import gptq, hessian
+
+    options = spec.format_options(params.format, params.granularity)
+    nbytes = 0
+    detail: dict[str, float] = {}
+    if method == "rtn":
+        return sum(
+            r.nbytes for r in fakequant.quantize_model(editor, names, params.format, options)
+        ), detail
+
+    def layer(i: int, inputs: dict[str, torch.Tensor]) -> None:
+        nonlocal nbytes
+        if method == "gptq":
+            for n, x in inputs.items():
+                gr = gptq(
+                    editor.original(n),
+                    hessian(x),
+                    params.format,
+                    options,
+                    damp=params.damp,
+                    act_order=params.act_order,
+                )
+                editor.set(n, gr.weight)
+                nbytes += gr.nbytes
+            return
+        prefix = f"model.layers.{i}."
+        for group in AWQ_GROUPS:
+            members = [prefix + g for g in group if prefix + g in inputs]
+            if not members:
+                continue
+            ws = [editor.original(n) for n in members]
+            foldable = (
+                group != AWQ_GROUPS[1]
+                or editor.weight(prefix + "self_attn.v_proj").shape[0] == ws[0].shape[1]
+            )
+            if not foldable:  # GQA: 1/s cannot be folded into v_proj, so plain RTN here
+                for n, w in zip(members, ws, strict=True):
+                    dq, b = fakequant.quantize_weight(w, params.format, options)
+                    editor.set(n, dq)
+                    nbytes += b
+                continue
+            ar = awq(
+                ws, inputs[members[0]], params.format, options, block=_block(ev, prefix, group)
+            )
+            for n, dq, b in zip(members, ar.weights, ar.nbytes, strict=True):
+                editor.set(n, dq)
+                nbytes += b
+            detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = ar.alpha
+
+    def on_layer(k: int, n: int) -> None:
+        ctx.progress(frac[0] + frac[1] * k / n, f"{method}: layer {k}/{n}")
+
+    calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)
+    return nbytes, detail
+
+
+def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
+    import time
+
+    from labs.lm import fakequant, models, session
+    from labs.lm.evaluate import evaluate, windows
+
+    t0 = time.perf_counter()
+    ev = session.open_evaluation(params, ctx, 0.0, 0.1)
+    cal_ids = session.token_ids(ev.loaded, models.CALIBRATION_FILE)
+    if params.calibration_tokens > len(cal_ids):
+        raise ValueError(
+            f"calibration_tokens ({params.calibration_tokens}) is beyond the {len(cal_ids)} "
+            "tokens of calibration.txt"
+        )
+    cal_w = windows(cal_ids[: params.calibration_tokens], params.context)
+    cal_base, cal_ref = evaluate(
+        ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
+    )
+    names = ev.spec.linear_names(params.tensors)
+    numel = sum(ev.model.get_submodule(n).weight.numel() for n in names)
+    fmt_label = spec.label(params.format, params.granularity)
+    editor = fakequant.WeightEditor(ev.model)
+    results: dict[str, MethodResult] = {}
+    share = 0.88 / len(params.methods)
+    for k, m in enumerate(params.methods):
+        start = 0.12 + share * k
+        tq = time.perf_counter()
+        nbytes, detail = _quantize(m, ev, cal_w, names, params, editor, ctx, (start, share * 0.6))
+        seconds = time.perf_counter() - tq
+        ctx.progress(start + share * 0.6, f"{m}: evaluating")
+        held = session.score(ev)
+        cal, _ = evaluate(
+            ev.model, cal_w, reference=cal_ref, batch_size=ev.batch_size, device=ev.device
+        )
+        editor.restore()
+        results[m] = MethodResult(
+            calibration=Quality(
+                kl_divergence=cal.kl_divergence(),
+                perplexity=cal.perplexity(),
+                top1_agreement=cal.top1_agreement(),
+            ),
+            heldout=Quality(
+                kl_divergence=held.kl_divergence(),
+                perplexity=held.perplexity(),
+                top1_agreement=held.top1_agreement(),
+            ),
+            weight_bytes=nbytes,
+            bits_per_weight=8 * nbytes / numel,
+            seconds=seconds,
+            detail=detail,
+        )
+        ctx.metric(f"{m}_kl", held.kl_divergence(), "nats", f"{m}: held-out KL")
+    ctx.table(
+        f"{fmt_label}: calibration vs held-out",
+        ["method", "KL calibration", "KL held-out", "ppl calibration", "ppl held-out", "seconds"],
+        [
+            [
+                m,
+                r.calibration.kl_divergence,
+                r.heldout.kl_divergence,
+                r.calibration.perplexity,
+                r.heldout.perplexity,
+                r.seconds,
+            ]
+            for m, r in results.items()
+        ],
+    )
+    ctx.progress(1.0, "done")
+    return QuantAlgorithmsResult(
+        model=params.model,
+        format=fmt_label,
+        device=ctx.device,
+        eval_tokens=params.eval_tokens,
+        calibration_tokens=params.calibration_tokens,
+        baseline_perplexity=ev.base.perplexity(),
+        baseline_calibration_perplexity=cal_base.perplexity(),
+        methods=results,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+LAB = Lab(
+    id="quant-algorithms",
+    title="Round-to-nearest, GPTQ and AWQ",
+    summary="Reach the same 4-bit format three ways — round-to-nearest, GPTQ's error feedback "
+    "and AWQ's activation-aware scaling — calibrate on training text and judge on held-out "
+    "text, and see which error each method removes.",
+    needs_gpu=NeedsGPU.preferred,
+    params=QuantAlgorithmsParams,
+    run=run,
+    time_limit_s=900.0,
+    memory_limit_mb=4096,
+)
