@@ -125,6 +125,11 @@ def run(params: KVQuantParams, ctx: Context) -> KVQuantResult:
         ),
         {"bins": [b.model_dump() for b in bins]},
     )
+    ctx.table(
+        "KL divergence by position in the window",
+        ["positions", "KL nats/token"],
+        [[f"{b.start}–{b.stop}", b.kl_divergence] for b in bins],
+    )
     bits = 8 * setting.nbytes / max(1, setting.numel)
     ctx.metric("kl_divergence", q["kl_divergence"], "nats", "KL vs full-precision cache")
     ctx.metric("kv_bits_per_value", bits, "bits", "bits per cached value")
@@ -158,5 +163,5 @@ LAB = Lab(
     run=run,
     time_limit_s=300.0,
     memory_limit_mb=4096,
-    numeric_outputs=(("kl_divergence", "nats"), ("perplexity", "")),
+    numeric_outputs=(("kl_divergence", "nats"), ("perplexity", "perplexity")),
 )

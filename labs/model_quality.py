@@ -160,6 +160,20 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
         ["tensor", "shape", "bits", "SQNR dB"],
         [[r.name, "×".join(map(str, r.shape)), r.bits, r.sqnr_db] for r in rows],
     )
+    from labs.plots import bar_chart
+
+    shown = [r for r in rows if r.quantized and r.sqnr_db is not None]
+    if shown:
+        ctx.plot(
+            "SQNR of each quantized weight",
+            bar_chart(
+                [r.name.removeprefix("model.layers.") for r in shown],
+                [float(r.sqnr_db or 0.0) for r in shown],
+                title=f"{fmt_label}: signal-to-quantization-noise of each weight",
+                value_label="SQNR (dB, higher is better)",
+            ),
+            {"tensors": [r.name for r in shown], "sqnr_db": [r.sqnr_db for r in shown]},
+        )
     prompt = card.SAMPLE_PROMPT
     ctx.table(
         "greedy continuation",
@@ -204,5 +218,9 @@ LAB = Lab(
     run=run,
     time_limit_s=300.0,
     memory_limit_mb=4096,
-    numeric_outputs=(("perplexity", ""), ("kl_divergence", "nats"), ("top1_agreement", "")),
+    numeric_outputs=(
+        ("perplexity", "perplexity"),
+        ("kl_divergence", "nats"),
+        ("top1_agreement", "fraction"),
+    ),
 )

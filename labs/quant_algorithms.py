@@ -255,6 +255,23 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
             for m, r in results.items()
         ],
     )
+    from labs.plots import bar_chart
+
+    methods = list(results)
+    ctx.plot(
+        "held-out KL by method",
+        bar_chart(
+            methods,
+            [results[m].heldout.kl_divergence for m in methods],
+            title=f"{fmt_label}: KL on held-out text (lower is better)",
+            value_label="KL divergence, nats/token",
+        ),
+        {
+            "methods": methods,
+            "calibration_kl": [results[m].calibration.kl_divergence for m in methods],
+            "heldout_kl": [results[m].heldout.kl_divergence for m in methods],
+        },
+    )
     ctx.progress(1.0, "done")
     return QuantAlgorithmsResult(
         model=params.model,

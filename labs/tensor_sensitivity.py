@@ -214,6 +214,8 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
         ),
         {"points": [p.model_dump() for p in [*uniform, mixed]]},
     )
+    ctx.metric("mixed_kl_divergence", mixed.kl_divergence, "nats", "mixed recipe: KL")
+    ctx.metric("mixed_bits_per_weight", mixed.bits_per_weight, "bits", "mixed recipe: bits/weight")
     ctx.progress(1.0, "done")
     return TensorSensitivityResult(
         model=params.model,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from labs.base import InvalidParams
 from labs.lm import models, spec
 from labs.registry import get_lab
-from labs.runtime import forms
 from tests.unit.labs.helpers import run_lab
 
 MODEL_LABS = ("model-quality", "tensor-sensitivity", "quant-algorithms", "kv-quant")
@@ -20,9 +20,9 @@ def errors(lab_id: str, data: dict) -> dict[str, str]:
     """The form's per-field messages for ``data`` (which must be refused)."""
     lab = get_lab(lab_id)
     assert lab is not None
-    params, errs = forms.validate(lab, data)
-    assert params is None, data
-    return errs
+    with pytest.raises(InvalidParams) as refused:
+        lab.validate(data)
+    return refused.value.errors
 
 
 @pytest.mark.parametrize("lab_id", MODEL_LABS)
