@@ -278,7 +278,7 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
     flat = fmt.layout_kind == "flat"
     xb, db = _blocks(x, layout, flat), _blocks(deq, layout, flat)
     valid = _valid(layout, flat, x.device)
-    report = error_report(x, q)
+    report = error_report(x, q, deq)
     signal_ms = float(x.double().pow(2).mean())
     metrics = ErrorMetrics(
         mse=report.mse,
