@@ -242,7 +242,8 @@ def make_qkx2_quants(
         return make_qkx2_quants(x, exact=True)
     codes = torch.where(flat, 0.0, levels(code_iscale, code_lo, hi - code_lo))
     scale = torch.where(flat, 0.0, scale)
-    return scale, lo.neg(), codes.t().to(torch.uint8)
+    # Contiguous here, on the chunk's thread: the pipeline concatenates the chunks.
+    return scale, lo.neg(), codes.to(torch.uint8).t().contiguous()
 
 
 def make_qx_quants(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -309,7 +310,7 @@ def make_qx_quants(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     codes = levels(iscales.gather(0, chosen[None])[0]).add_(C.Q6_K_NMAX)
     scale = torch.where(zero, 0.0, scale)
     codes = torch.where(zero, 0.0, codes)
-    return scale, codes.t().to(torch.uint8)
+    return scale, codes.to(torch.uint8).t().contiguous()
 
 
 # --- super-blocks ------------------------------------------------------------------------
