@@ -15,8 +15,10 @@ Why chunks: in eager torch every elementwise op reads and writes its whole opera
 quantizer of twenty ops would stream a 64 MiB tensor through memory twenty times. Feeding
 256 KiB of blocks per thread at a time keeps the intermediates in L2 cache. Chunks are
 whole blocks and every op inside is elementwise or per block, so the result does not
-depend on the chunk size (tests compare CPU and CUDA bit for bit). On an accelerator the
-chunk is large, since there the cost is kernel launches, not cache misses.
+depend on the chunk size (tests compare CPU and CUDA bit for bit). On the CPU the chunks
+run on parallel Python threads with single-threaded ops (labs.quant.parallel: no
+intra-op barriers, each chunk in its own core's cache). On an accelerator the chunk is
+large, since there the cost is kernel launches, not cache misses.
 """
 
 from __future__ import annotations
