@@ -267,10 +267,10 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
     return result
 
 
-def _error_metrics(x: torch.Tensor, q: QuantizedTensor) -> ErrorMetrics:
+def _error_metrics(x: torch.Tensor, q: QuantizedTensor, deq: torch.Tensor) -> ErrorMetrics:
     from labs.quant.metrics import error_report
 
-    report = error_report(x, q)
+    report = error_report(x, q, deq)
     signal_ms = float(x.double().pow(2).mean())
     return ErrorMetrics(
         mse=report.mse,
@@ -342,7 +342,7 @@ def quantize_blocks(params: BlockQuantizeParams, device: str) -> BlockQuantizeRe
         nominal_bits_per_value=fmt.bits_per_value,
         compression_vs_fp32=FP32_BITS / bits,
         compression_vs_bf16=BF16_BITS / bits,
-        metrics=_error_metrics(x, q),
+        metrics=_error_metrics(x, q, deq),
         first_blocks=_first_blocks(x, deq, q, fmt.layout_kind == "flat"),
         histograms={
             "values": _histogram(x.reshape(-1)),

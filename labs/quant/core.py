@@ -15,8 +15,10 @@ Why chunks: in eager torch every elementwise op reads and writes its whole opera
 quantizer of twenty ops would stream a 64 MiB tensor through memory twenty times. Feeding
 256 KiB of blocks per thread at a time keeps the intermediates in L2 cache. Chunks are
 whole blocks and every op inside is elementwise or per block, so the result does not
-depend on the chunk size (tests compare CPU and CUDA bit for bit). On an accelerator the
-chunk is large, since there the cost is kernel launches, not cache misses.
+depend on the chunk size (tests compare CPU and CUDA bit for bit). On the CPU the chunks
+run on parallel Python threads with single-threaded ops (labs.quant.parallel: no
+intra-op barriers, each chunk in its own core's cache). On an accelerator the chunk is
+large, since there the cost is kernel launches, not cache misses.
 """
 
 from __future__ import annotations
@@ -24,20 +26,22 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from labs.quant import constants as C
 from labs.quant.blockops import block_absmax
+from labs.quant.parallel import map_chunks
 from labs.quant.spec import SPECS, FormatKey, FormatSpec
 from labs.quant.tensor import QuantizedTensor
 
 if TYPE_CHECKING:
     import torch
 
+R = TypeVar("R")
 NONFINITE_MODES = ("raise", "propagate")
-# Per CPU thread: 256 KiB of float32, so a chunk and its temporaries stay in L2.
+# One CPU thread's chunk: 256 KiB of float32, so a chunk and its temporaries stay in L2.
 CPU_CHUNK_ELEMENTS = 1 << 16
 ACCELERATOR_CHUNK_ELEMENTS = 1 << 26
 
@@ -95,7 +99,7 @@ class Format(ABC):
     key: ClassVar[str] = ""
     # Quantize this many times more blocks per chunk on the CPU: formats that run many
     # small ops per chunk (the k-quants' scale search) pay per-op overhead otherwise.
-    chunk_factor: ClassVar[int] = 1
+    chunk_factor: ClassVar[float] = 1
 
     def __init_subclass__(cls, key: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -315,10 +319,13 @@ class Format(ABC):
 
         stats: dict[str, torch.Tensor] = {}
         if self.scale_scope != "tensor":
+
+            def chunk_stats(start: int) -> dict[str, torch.Tensor]:
+                return self.block_stats(x_blocks[start : start + step].to(torch.float32))
+
             parts: dict[str, list[torch.Tensor]] = {}
-            for start in starts:
-                chunk = x_blocks[start : start + step].to(torch.float32)
-                for name, value in self.block_stats(chunk).items():
+            for chunk_part in _map_chunks(chunk_stats, starts, x.device):
+                for name, value in chunk_part.items():
                     parts.setdefault(name, []).append(value)
             stats = {name: _cat(values) for name, values in parts.items()}
         tensor = self.tensor_fields(x_blocks, stats, layout)
@@ -327,11 +334,14 @@ class Format(ABC):
             _raise_if_nonfinite(self.key, x, [*stats.values(), *fields.values(), *tensor.values()])
 
         codes = torch.empty(x_blocks.shape, dtype=self.code_dtype, device=x.device)
-        for start in starts:
+
+        def encode_chunk(start: int) -> None:
             stop = start + step
             chunk = x_blocks[start:stop].to(torch.float32)
             chunk_params = {name: value[start:stop] for name, value in params.items()}
             codes[start:stop] = self.encode_blocks(chunk, chunk_params, tensor)
+
+        _map_chunks(encode_chunk, starts, x.device)
         return QuantizedTensor(self, layout, x.dtype, codes, fields, tensor)
 
     def dequantize_blocks(
@@ -350,14 +360,22 @@ def _cat(values: list[torch.Tensor]) -> torch.Tensor:
     return values[0] if len(values) == 1 else torch.cat(values)
 
 
-def _chunk_blocks(block_len: int, device: torch.device, cpu_factor: int = 1) -> int:
-    import torch
-
+def _chunk_blocks(block_len: int, device: torch.device, cpu_factor: float = 1) -> int:
+    """Blocks per chunk: on the CPU one thread's share (``_map_chunks`` runs the chunks
+    on as many threads as torch's intra-op setting)."""
     if device.type == "cpu":
-        target = CPU_CHUNK_ELEMENTS * torch.get_num_threads() * cpu_factor
+        target = int(CPU_CHUNK_ELEMENTS * cpu_factor)
     else:
         target = ACCELERATOR_CHUNK_ELEMENTS
     return max(1, target // max(block_len, 1))
+
+
+def _map_chunks(fn: Callable[[int], R], starts: range, device: torch.device) -> list[R]:
+    """``fn`` over the chunk starts, in order: on the CPU on parallel Python threads
+    (labs.quant.parallel), elsewhere in line (asynchronous launches on one stream)."""
+    if device.type == "cpu":
+        return map_chunks(fn, starts)
+    return [fn(start) for start in starts]
 
 
 def _raise_if_nonfinite(key: str, x: torch.Tensor, values: list[torch.Tensor]) -> None:

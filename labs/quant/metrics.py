@@ -153,11 +153,77 @@ def error_split(x: torch.Tensor, x_hat: torch.Tensor, clipped: torch.Tensor) -> 
     )
 
 
-def error_report(x: torch.Tensor, q: QuantizedTensor) -> ErrorReport:
-    """Every metric of ``q`` (the result of ``quantize(x, ...)``) against ``x``."""
+def _blockwise_split(x: torch.Tensor, x_hat: torch.Tensor, q: QuantizedTensor) -> ErrorSplit:
+    """``error_split(x, x_hat, clipped_mask(x, q))`` for a tensor without padding, chunk
+    by chunk of blocks (on CPU threads): every float64 temporary stays chunk-sized and
+    the per-block range is broadcast, never expanded to the tensor's size. The float64
+    sums add the chunks' partial sums, so they may differ from the one-pass sums in the
+    last bits."""
+    import torch
+
+    from labs.quant.core import _chunk_blocks, _map_chunks
+
+    layout = q.layout
+    xb = x.reshape(layout.n_blocks, layout.block_len)
+    hb = x_hat.reshape(layout.n_blocks, layout.block_len)
+    lo, hi = (v.reshape(-1).expand(layout.n_blocks) for v in q.block_bounds())  # one
+    step = _chunk_blocks(layout.block_len, x.device)  # scale for the tensor: expand
+
+    def partial(start: int) -> torch.Tensor:
+        stop = start + step
+        x64 = xb[start:stop].to(torch.float64)
+        err = hb[start:stop].to(torch.float64).sub_(x64)
+        clipped = clipped_beyond(x64, lo[start:stop, None], hi[start:stop, None])
+        sq = err * err
+        abs_err = err.abs_()
+        return torch.stack(
+            [
+                sq.sum(),
+                torch.where(clipped, sq, 0.0).sum(),
+                clipped.sum().to(torch.float64),
+                abs_err.amax(),
+                abs_err.sum(),
+                x64.mul_(x64).sum(),
+            ]
+        )
+
+    parts = _map_chunks(partial, range(0, layout.n_blocks, step), x.device)
+    stacked = torch.stack(parts)
+    totals = stacked.sum(dim=0).tolist()
+    total_sse, clipping_sse, clipped_f, _, abs_sum, signal = totals
+    max_abs = float(stacked[:, 3].amax())
+    n = x.numel()
+    mse = total_sse / n
+    clipped_count = round(clipped_f)
+    return ErrorSplit(
+        numel=n,
+        mse=mse,
+        rmse=math.sqrt(mse),
+        sqnr_db=_sqnr(signal, total_sse),
+        max_abs_error=max_abs,
+        mean_abs_error=abs_sum / n,
+        rounding_mse=(total_sse - clipping_sse) / n,
+        clipping_mse=clipping_sse / n,
+        clipped_count=clipped_count,
+        clipped_fraction=clipped_count / n,
+    )
+
+
+def error_report(
+    x: torch.Tensor, q: QuantizedTensor, x_hat: torch.Tensor | None = None
+) -> ErrorReport:
+    """Every metric of ``q`` (the result of ``quantize(x, ...)``) against ``x``.
+    ``x_hat``: ``q.dequantize()`` when the caller already has it (saves decoding twice)."""
     if tuple(x.shape) != q.shape:
         raise ValueError(f"x has shape {tuple(x.shape)} but q was quantized from {q.shape}")
-    split = error_split(x, q.dequantize(), clipped_mask(x, q))
+    if x_hat is None:
+        x_hat = q.dequantize()
+    elif tuple(x_hat.shape) != q.shape:
+        raise ValueError(f"x_hat has shape {tuple(x_hat.shape)}, not {q.shape}")
+    if q.layout.padded == 0:
+        split = _blockwise_split(x, x_hat, q)
+    else:
+        split = error_split(x, x_hat, clipped_mask(x, q))
     return ErrorReport(
         format=q.key,
         **asdict(split),

@@ -130,16 +130,20 @@ class QuantizedTensor:
 
         scale, offset = self.scale_offset()
         out = torch.empty(self.qdata.shape, dtype=torch.float32, device=self.device)
-        from labs.quant.core import _chunk_blocks  # reads core's chunk sizes
+
+        from labs.quant.core import _chunk_blocks, _map_chunks  # core's chunk sizes
 
         step = _chunk_blocks(self.layout.block_len, self.device)
-        for start in range(0, self.layout.n_blocks, step):
+
+        def decode_chunk(start: int) -> None:
             stop = start + step
             out[start:stop] = self.format.dequantize_blocks(
                 self.qdata[start:stop],
                 scale[start:stop],
                 None if offset is None else offset[start:stop],
             )
+
+        _map_chunks(decode_chunk, range(0, self.layout.n_blocks, step), self.device)
         return self.unblock(out)
 
     def affine(self) -> Affine:

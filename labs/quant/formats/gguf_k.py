@@ -143,13 +143,19 @@ def _clamped_codes(v: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
     return _nearest_int(v).clamp_(lo, hi).to(torch.float32)
 
 
-def _sequential_sum(terms: torch.Tensor, from_first: bool = False) -> torch.Tensor:
+def _sequential_sum(
+    terms: torch.Tensor, from_first: bool = False, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Sum over dim 0 left to right in float32, as C's ``s += t[i]`` loops do (torch's
     reductions add pairwise and round differently). ``from_first``: C starts from t[0]
-    (``s = t[0]; for i >= 1``) rather than from 0."""
+    (``s = t[0]; for i >= 1``) rather than from 0 (0 + t[0] differs from t[0] only for
+    -0.0). ``out``: where to accumulate (shaped like ``terms[0]``)."""
     import torch
 
-    acc = terms[0].clone() if from_first else torch.zeros_like(terms[0]).add_(terms[0])
+    if from_first:
+        acc = terms[0].clone() if out is None else out.copy_(terms[0])
+    else:
+        acc = torch.add(terms[0], 0.0, out=out) if out is not None else terms[0] + 0.0
     for term in terms[1:]:
         acc.add_(term)
     return acc
@@ -159,69 +165,95 @@ def _square(v: torch.Tensor) -> torch.Tensor:
     return v.mul_(v)
 
 
-def make_qkx2_quants(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def make_qkx2_quants(
+    x: torch.Tensor, exact: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q4_K's per-sub-block search, ``make_qkx2_quants(32, 15, x, av_x + |x|, L, &min,
     Laux, -1.f, 0.1f, 20, false)`` on (n, 32) float32 sub-blocks. Returns the scale (n,),
-    the stored minimum ``-min`` (n,) and the codes L (n, 32) uint8."""
+    the stored minimum ``-min`` (n,) and the codes L (n, 32) uint8.
+
+    Each candidate runs ~12 elementwise ops on the chunk and ~70 per sub-block, into
+    buffers allocated once. ``exact``: take nearest_int's bits for every code instead of
+    rounding (needed only when some |iscale·(x - min)| reaches 2^21, or for non-finite
+    input; the search notices and starts again so)."""
     import torch
 
     xt = x.t().contiguous()  # (32, n): element i of every sub-block is one row
+    hi = xt.amax(dim=0)
+    x_min = xt.amin(dim=0)
+    if not exact and not bool(torch.isfinite(hi).all() and torch.isfinite(x_min).all()):
+        return make_qkx2_quants(x, exact=True)
     sum_x2 = _sequential_sum(xt * xt)
     av_x = _sqrtf(_div(sum_x2, float(C.Q4_K_SUB_BLOCK)))
     w = xt.abs().add_(av_x)
     sum_w = _sequential_sum(w, from_first=True)
     sum_x = _sequential_sum(w * xt, from_first=True)
-    hi = xt.amax(dim=0)
-    x_min = xt.amin(dim=0)
     lo = x_min.clamp(max=0.0)  # if (min > 0) min = 0
     flat = hi == lo  # max == min: codes 0, scale 0, the_min = -min
+    searching = ~flat
+    # The largest |iscale * (x - min)| seen: below 2^21 nearest_int is torch's round half
+    # to even (flat sub-blocks give NaN here, which fmax skips: their codes are unused).
+    reach = torch.zeros_like(hi)
+    laux = torch.empty_like(xt)
 
-    def levels(iscale: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
-        """clamp(nearest_int(iscale * (x - lo)), 0, 15), float32."""
-        v = (xt - lo).mul_(iscale)
-        # |v| <= iscale * max(max - lo, lo - x_min): below 2^21, nearest_int is torch's
-        # round half to even; otherwise (never for sensible data) take its bits.
-        bound = torch.maximum(hi - lo, lo - x_min).mul_(iscale)
-        if bool(((bound < NEAREST_INT_EXACT) | flat).all()):
-            return v.round_().clamp_(0, C.Q4_K_LEVELS)
-        return _clamped_codes(v, 0, C.Q4_K_LEVELS)
+    def levels(iscale: torch.Tensor, lo: torch.Tensor, span: torch.Tensor) -> torch.Tensor:
+        """clamp(nearest_int(iscale * (x - lo)), 0, 15), float32, into ``laux``."""
+        v = torch.sub(xt, lo, out=laux).mul_(iscale)
+        if exact:
+            return v.copy_(_clamped_codes(v, 0, C.Q4_K_LEVELS))
+        # |v| <= iscale * max(max - lo, lo - x_min)
+        torch.fmax(reach, torch.maximum(span, lo - x_min).mul_(iscale), out=reach)
+        return v.round_().clamp_(0, C.Q4_K_LEVELS)
 
-    iscale = _div(float(C.Q4_K_LEVELS), hi - lo)
+    span = hi - lo
+    iscale = _div(float(C.Q4_K_LEVELS), span)
     scale = _div(1.0, iscale)
-    codes = levels(iscale, lo)
+    codes = levels(iscale, lo, span)
     best_error = _sequential_sum(w * _square(scale * codes + lo - xt))
     # The codes are recomputed at the end from the iscale and min that produced them.
     code_iscale, code_lo = iscale, lo
     sums = torch.empty((*xt.shape[:1], 3, *xt.shape[1:]), dtype=xt.dtype, device=xt.device)
+    acc = torch.empty((3, *xt.shape[1:]), dtype=xt.dtype, device=xt.device)
+    cur_error = torch.empty_like(hi)
     for numerator in Q4_K_STEP_NUMERATORS:
-        iscale = _div(numerator, hi - lo)
-        laux = levels(iscale, lo)
+        span = hi - lo
+        iscale = _div(numerator, span)
+        levels(iscale, lo, span)
         wl = torch.mul(w, laux, out=sums[:, 0])
         torch.mul(wl, laux, out=sums[:, 1])
         torch.mul(wl, xt, out=sums[:, 2])
-        sum_l, sum_l2, sum_xl = _sequential_sum(sums)
+        sum_l, sum_l2, sum_xl = _sequential_sum(sums, out=acc)
         det = sum_w * sum_l2 - sum_l * sum_l
         this_scale = _div(sum_w * sum_xl - sum_x * sum_l, det)
         this_min = _div(sum_l2 * sum_x - sum_l * sum_xl, det)
         positive = this_min > 0  # then this_min = 0 and this_scale = sum_xl / sum_l2
         this_min = torch.where(positive, 0.0, this_min)
         this_scale = torch.where(positive, _div(sum_xl, sum_l2), this_scale)
-        cur_error = _sequential_sum(w * _square(laux.mul_(this_scale).add_(this_min).sub_(xt)))
-        better = (det > 0) & (cur_error < best_error) & ~flat
+        # diff = this_scale * l + this_min - x; mad += w * diff * diff (w·d² = d²·w).
+        laux.mul_(this_scale).add_(this_min).sub_(xt)
+        _sequential_sum(_square(laux).mul_(w), out=cur_error)
+        better = (det > 0).logical_and_(cur_error < best_error).logical_and_(searching)
         code_iscale = torch.where(better, iscale, code_iscale)
         code_lo = torch.where(better, lo, code_lo)
         best_error = torch.where(better, cur_error, best_error)
         scale = torch.where(better, this_scale, scale)
         lo = torch.where(better, this_min, lo)
-    codes = torch.where(flat, 0.0, levels(code_iscale, code_lo))
+    if not exact and not bool((reach < NEAREST_INT_EXACT).all()):
+        return make_qkx2_quants(x, exact=True)
+    codes = torch.where(flat, 0.0, levels(code_iscale, code_lo, hi - code_lo))
     scale = torch.where(flat, 0.0, scale)
-    return scale, lo.neg(), codes.t().to(torch.uint8)
+    # Contiguous here, on the chunk's thread: the pipeline concatenates the chunks.
+    return scale, lo.neg(), codes.to(torch.uint8).t().contiguous()
 
 
 def make_qx_quants(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """q6_K's per-sub-block search, ``make_qx_quants(16, 32, x, L, 1, NULL)`` (rmse_type
     1: weights x²) on (n, 16) float32 sub-blocks. Returns the scale (n,) and the codes
-    L = l + 32 (n, 16) uint8; a sub-block with amax below 1e-15 gets 0 and zeros."""
+    L = l + 32 (n, 16) uint8; a sub-block with amax below 1e-15 gets 0 and zeros.
+
+    The candidates' codes depend only on their own iscale, so all 19 are evaluated in one
+    batch, (16, 19, n), with one sequential sum; only the choice (is the candidate's
+    sumlx²/suml2 larger than the best so far?) runs candidate by candidate, on (n,)."""
     import torch
 
     first = x.abs().argmax(dim=1, keepdim=True)  # the first of largest magnitude
@@ -230,37 +262,55 @@ def make_qx_quants(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     xt = x.t().contiguous()  # (16, n)
     w = xt * xt
     wx = w * xt
+    # iscale = -(nmax + 0.1f*is) / max: is = 0 first, then the search order.
+    nmax = torch.tensor(
+        [-float(C.Q6_K_NMAX), *(-v for v in Q6_K_STEP_NMAX)], dtype=xt.dtype, device=xt.device
+    )
+    iscales = torch.div(nmax[:, None], signed_max)  # (19, n)
 
-    # |iscale * x| <= (nmax + 1) for every element, since |x| <= |max|: nearest_int is
-    # torch's round half to even, except in all-zero sub-blocks (their result is not
-    # used) and for non-finite input (then its bits are taken).
-    finite = bool(torch.isfinite(signed_max).all())
-    sums = torch.empty((*xt.shape[:1], 2, *xt.shape[1:]), dtype=xt.dtype, device=xt.device)
+    def levels(iscale: torch.Tensor) -> torch.Tensor:
+        """clamp(nearest_int(iscale * x), -32, 31) as float32, iscale broadcast against
+        (16, ..., n). |iscale * x| <= nmax + 1 since |x| <= |max|: nearest_int is torch's
+        round half to even, except in all-zero sub-blocks (their result is not used) and
+        for non-finite input (then its bits are taken)."""
+        v = xt.reshape(xt.shape[0], *([1] * (iscale.dim() - 1)), xt.shape[1]) * iscale
+        if bool(torch.isfinite(signed_max).all()):
+            return v.round_().clamp_(-C.Q6_K_NMAX, C.Q6_K_NMAX - 1)
+        return _clamped_codes(v, -C.Q6_K_NMAX, C.Q6_K_NMAX - 1)
 
-    def attempt(nmax: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        v = xt * _div(-nmax, signed_max)  # iscale = -(nmax + 0.1f*is) / max
-        if finite:
-            levels = v.round_().clamp_(-C.Q6_K_NMAX, C.Q6_K_NMAX - 1)
-        else:
-            levels = _clamped_codes(v, -C.Q6_K_NMAX, C.Q6_K_NMAX - 1)
-        torch.mul(wx, levels, out=sums[:, 0])
-        torch.mul(w, levels, out=sums[:, 1]).mul_(levels)
-        sumlx, suml2 = _sequential_sum(sums)
-        return levels, sumlx, suml2
-
-    codes, sumlx, suml2 = attempt(float(C.Q6_K_NMAX))
-    scale = torch.where(suml2 != 0, _div(sumlx, suml2), 0.0)
-    best = scale * sumlx
-    for nmax in Q6_K_STEP_NMAX:
-        levels, sumlx, suml2 = attempt(nmax)
-        better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
-        this_scale = _div(sumlx, suml2)
-        codes = torch.where(better, levels, codes)
-        scale = torch.where(better, this_scale, scale)
-        best = torch.where(better, this_scale * sumlx, best)
+    lev = levels(iscales)  # (16, 19, n)
+    terms = torch.empty((xt.shape[0], 2, *iscales.shape), dtype=xt.dtype, device=xt.device)
+    torch.mul(wx[:, None], lev, out=terms[:, 0])  # w*x[i]*l
+    torch.mul(w[:, None], lev, out=terms[:, 1]).mul_(lev)  # w*l*l
+    sumlx, suml2 = _sequential_sum(terms)  # (19, n) each
+    this_scale = _div(sumlx, suml2)
+    gains = this_scale * sumlx  # best = scale * sumlx
+    squares = sumlx * sumlx
+    # is = 0: scale = suml2 ? sumlx/suml2 : 0; best = scale * sumlx.
+    nonzero = suml2[0] != 0
+    scale = torch.where(nonzero, this_scale[0], 0.0)
+    best = scale * sumlx[0]
+    chosen = torch.zeros_like(signed_max, dtype=torch.int64)
+    # One unbind per tensor: indexing a row costs as much as an op on it.
+    rows = zip(
+        (suml2 > 0).unbind(0),
+        squares.unbind(0),
+        suml2.unbind(0),
+        this_scale.unbind(0),
+        gains.unbind(0),
+        strict=True,
+    )
+    for k, (positive, square, l2, candidate_scale, gain) in enumerate(rows):
+        if k == 0:
+            continue
+        better = positive.logical_and_(square > best * l2)
+        chosen = torch.where(better, k, chosen)
+        scale = torch.where(better, candidate_scale, scale)
+        best = torch.where(better, gain, best)
+    codes = levels(iscales.gather(0, chosen[None])[0]).add_(C.Q6_K_NMAX)
     scale = torch.where(zero, 0.0, scale)
-    codes = torch.where(zero, 0.0, codes.add_(C.Q6_K_NMAX))
-    return scale, codes.t().to(torch.uint8)
+    codes = torch.where(zero, 0.0, codes)
+    return scale, codes.to(torch.uint8).t().contiguous()
 
 
 # --- super-blocks ------------------------------------------------------------------------
@@ -304,7 +354,9 @@ def _nonfinite_super(amax: torch.Tensor) -> torch.Tensor:
 class KQuantFormat(GGUFFormat):
     """Shared by q4_k and q6_k: super-blocks of 256 made of sub-blocks."""
 
-    chunk_factor: ClassVar[int] = 8  # the search runs ~30 small ops per candidate scale
+    # The search runs ~100 small ops per candidate scale and chunk: bigger chunks pay less
+    # per-op overhead (labs.quant.core._chunk_blocks: one thread's chunk).
+    chunk_factor: ClassVar[float] = 2
 
     @property
     def sub_block(self) -> int:
@@ -452,6 +504,10 @@ def _sub_scale(v: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Q6_K(KQuantFormat, key="q6_k"):
+    # The batched search holds 19 candidates' codes and terms at once: the usual chunk
+    # (64 Ki elements) measured as fast as a quarter of it and as half of it.
+    chunk_factor: ClassVar[float] = 1
+
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         scale, codes = make_qx_quants(x_hp)
         return {"amax": block_absmax(x_hp), "scale": scale, "codes": codes}
