@@ -25,7 +25,7 @@ from app.deps import (
 from app.runs import forms, store
 from app.runs.service import HISTORY_LIMIT, run_context, start_run
 from app.templating import is_htmx, render
-from labs.base import WHOLE_REQUEST, Lab
+from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
 router = routes.router(tags=["labs"])
 
@@ -45,6 +45,7 @@ def _lab_page(
     errors: dict[str, str] | None = None,
     status_code: int = 200,
     block_name: str | None = None,
+    notes: list[str] | None = None,
 ) -> HTMLResponse:
     errors = errors or {}
     return render(
@@ -54,6 +55,7 @@ def _lab_page(
             "lab": lab,
             "fields": forms.form_fields(lab, values, errors),
             "form_error": errors.get(WHOLE_REQUEST),
+            "link_notes": notes or [],
             "history": store.list_runs(session, learner, lab.id, limit=HISTORY_LIMIT),
         },
         block_name=block_name,
@@ -69,13 +71,25 @@ def lab_page(
     learner: LearnerDep,
     rerun: str = "",
 ) -> HTMLResponse:
-    """``?rerun=RUN_ID`` fills the form with that run's parameters."""
-    values = None
+    """``?rerun=RUN_ID`` fills the form with that run's parameters; any other
+    ``?name=value`` (a term card's or lesson's link) fills that parameter, the value
+    spelled as JSON or plainly. Unknown names and bad values come back as messages
+    on the page, beside their field where they have one."""
+    values: dict[str, Any] | None = None
     if rerun:
         previous = store.get_run(session, rerun, learner)
         if previous is not None and previous.lab_id == lab.id:
             values = dict(previous.params)
-    return _lab_page(request, session, learner, lab, values)
+    linked, notes = forms.link_values(lab, list(request.query_params.multi_items()))
+    errors: dict[str, str] = {}
+    if linked:
+        values = {**(values or {}), **linked}
+        try:
+            lab.validate(forms.parse_form(lab, linked))
+        except InvalidParams as e:
+            errors = {k: v for k, v in e.errors.items() if k in linked}
+            notes += [v for k, v in e.errors.items() if k not in linked]
+    return _lab_page(request, session, learner, lab, values, errors, notes=notes)
 
 
 @router.post("/labs/{lab_id}/runs", response_model=None)
