@@ -56,6 +56,8 @@ def _lab_page(
             "fields": forms.form_fields(lab, values, errors),
             "form_error": errors.get(WHOLE_REQUEST),
             "link_notes": notes or [],
+            "typed": values if isinstance(values, dict) else {},
+            "pred_errors": {k: v for k, v in errors.items() if k.startswith("_")},
             "history": store.list_runs(session, learner, lab.id, limit=HISTORY_LIMIT),
         },
         block_name=block_name,
@@ -109,7 +111,8 @@ def lab_submit(
     try:
         prediction = notebook.read_prediction(lab, form)
     except notebook.PredictionError as e:
-        errors, status, run = {WHOLE_REQUEST: str(e)}, 422, None
+        # Beside its own field (the form keeps what was typed), not above the form.
+        errors, status, run = {e.field: str(e)}, 422, None
     else:
         limit = anonymous_run_limit(request)
         run, errors, status = start_run(session, settings, queue, learner, lab, data, limit)
@@ -118,7 +121,7 @@ def lab_submit(
         return render(
             request,
             "labs/_embed_errors.html",
-            {"errors": errors},
+            {"errors": {k.lstrip("_"): v for k, v in errors.items()}},
             status_code=200 if is_htmx(request) else status,
         )
     if run is not None:

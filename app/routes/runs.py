@@ -23,7 +23,7 @@ from fastapi.responses import (
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import routes
+from app import notebook, routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import (
     NO_SUCH_RUN,
@@ -63,6 +63,7 @@ Seq = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 templates.env.filters.setdefault("labvalue", format_value)
 templates.env.globals.setdefault("labhistogram", histogram_svg)
+templates.env.globals.setdefault("run_actuals", notebook.actuals)
 
 
 # ----------------------------------------------------------------------------
@@ -323,7 +324,10 @@ def run_status(
     if run.is_final and is_htmx(request):
         resp = render(request, "runs/run.html", ctx, block_name="run")
         resp.headers["HX-Retarget"] = "#run"
-        resp.headers["HX-Reswap"] = "outerHTML"
+        # Scroll to the prediction's verdict, the first thing the learner wants to see.
+        resp.headers["HX-Reswap"] = (
+            "outerHTML show:#run-verdict:top" if ctx["entry"] else "outerHTML"
+        )
         return resp
     return render(request, "runs/run.html", ctx, block_name="status")
 
