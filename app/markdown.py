@@ -12,7 +12,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from app.runs.views import format_value
+from app.runs.views import format_params, format_value
 from app.settings import ROOT
 
 
@@ -40,7 +40,7 @@ env = Environment(
     keep_trailing_newline=True,
     undefined=StrictUndefined,
 )
-env.filters.update(cell=cell, number=number, spec=spec)
+env.filters.update(cell=cell, number=number, spec=spec, params=format_params)
 
 
 def render_markdown(name: str, **context: Any) -> str:

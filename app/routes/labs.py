@@ -29,6 +29,9 @@ from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
 router = routes.router(tags=["labs"])
 
+# The htmx event (HX-Trigger) a started run sends; runs.RUN_ENDED is its pair.
+RUN_STARTED = "run-started"
+
 
 @router.get("/labs", response_class=HTMLResponse)
 def labs_index(request: Request, labs: LabsDep) -> HTMLResponse:
@@ -94,6 +97,14 @@ def lab_page(
     return _lab_page(request, session, learner, lab, values, errors, notes=notes)
 
 
+@router.get("/labs/{lab_id}/history", response_class=HTMLResponse)
+def lab_history(
+    lab: LabDep, request: Request, session: SessionDep, learner: LearnerDep
+) -> HTMLResponse:
+    """The lab page's run table alone: fetched again when a run starts or ends."""
+    return _lab_page(request, session, learner, lab, block_name="history")
+
+
 @router.post("/labs/{lab_id}/runs", response_model=None)
 def lab_submit(
     lab: LabDep,
@@ -139,5 +150,6 @@ def lab_submit(
         resp = render(request, "runs/run.html", ctx, block_name="run")
         if not embedded:  # a lesson keeps its own URL; the lab page follows the run
             resp.headers["HX-Push-Url"] = f"/runs/{run.id}"
+        resp.headers["HX-Trigger"] = RUN_STARTED
         return resp
     return RedirectResponse(f"/runs/{run.id}", status_code=303)
