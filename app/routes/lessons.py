@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -39,7 +41,7 @@ def lesson_page(request: Request, slug: str, cat: CatalogueDep) -> Response:
                     {
                         "lab": lab,
                         "fields": form_fields(lab, seg.params),
-                        "prompt": seg.prompt,
+                        "prompt": _without_lead_in(seg.prompt or ""),
                         "anchor": f"lab-{n_lab}",
                         "source": f"lesson:{slug}",
                     },
@@ -60,6 +62,16 @@ def lesson_page(request: Request, slug: str, cat: CatalogueDep) -> Response:
             "where_next": [(link, _title(cat, link)) for link in lesson.front.where_next],
         },
     )
+
+
+# The lab box already says "Before you run:"; a prompt that starts with it too would
+# read "Before you run: Before you run: …".
+_LEAD_IN = re.compile(r"^\s*before you run(?: it)?\s*:\s*", re.IGNORECASE)
+
+
+def _without_lead_in(prompt: str) -> str:
+    rest = _LEAD_IN.sub("", prompt, count=1)
+    return rest[:1].upper() + rest[1:]
 
 
 def _title(cat: Catalogue, link: str) -> str:
