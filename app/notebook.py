@@ -66,7 +66,7 @@ def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
         value, _ = _convert(value, unit, units[metric])
     except AnswerError as e:
         raise PredictionError(
-            f"Write a number, optionally with its unit (e.g. 4.5 or 141 GB): {e}"
+            f"Prediction: write a number, optionally with its unit (e.g. 4.5 or 141 GB). {e}"
         ) from None
     return Prediction(text, value, units[metric], metric)
 

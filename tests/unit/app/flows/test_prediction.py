@@ -47,8 +47,8 @@ def test_a_live_run_scrolls_to_the_verdict_when_it_ends(learner) -> None:
     doc = BeautifulSoup(learner.get(f"/runs/{run_id}").text, "html.parser")
     end = doc.select_one("[hx-trigger='sse:end']")
     assert end["hx-swap"] == "outerHTML show:#run-verdict:top"
-    assert "waiting for the run" in doc.select_one("#run-verdict").text
-    assert not doc.select("#run-verdict form.reflect")  # reflect once it has ended
+    assert "4 bits" in doc.select_one("#run-verdict .prediction-pending").text
+    assert not doc.select("#run-verdict .compare-box")  # the verdict once it has ended
 
 
 def _submit(learner, htmx: bool):  # type: ignore[no-untyped-def]
