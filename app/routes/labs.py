@@ -6,6 +6,7 @@ swaps the live run in below the form, or the form with its errors in place.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import Request
@@ -31,6 +32,8 @@ router = routes.router(tags=["labs"])
 
 # The htmx event (HX-Trigger) a started run sends; runs.RUN_ENDED is its pair.
 RUN_STARTED = "run-started"
+# The output box of a lesson's embedded lab (templates/labs/_embed.html: "lab-<n>-out").
+_EMBED_OUT = re.compile(r"(lab-[0-9]{1,3}-)out")
 
 
 @router.get("/labs", response_class=HTMLResponse)
@@ -129,10 +132,19 @@ def lab_submit(
         run, errors, status = start_run(session, settings, queue, learner, lab, data, limit)
     if run is None and embedded:
         # A lab embedded in a lesson: the messages go where its output would appear.
+        # A prediction error also re-marks the embed's own prediction fields (out of band).
+        target = _EMBED_OUT.fullmatch(request.headers.get("HX-Target", ""))
+        marked = target is not None and any(k.startswith("_") for k in errors)
         return render(
             request,
             "labs/_embed_errors.html",
-            {"errors": {k.lstrip("_"): v for k, v in errors.items()}},
+            {
+                "errors": {k.lstrip("_"): v for k, v in errors.items()},
+                "lab": lab,
+                "oob_prefix": target.group(1) if marked and target else "",
+                "typed": form,
+                "pred_errors": {k: v for k, v in errors.items() if k.startswith("_")},
+            },
             status_code=200 if is_htmx(request) else status,
         )
     if run is not None:

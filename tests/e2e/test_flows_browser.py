@@ -44,3 +44,17 @@ def test_a_bad_prediction_is_kept_and_marked(page: Page, lab_stack) -> None:
     expect(page.locator("#pred")).to_have_value("few bits")
     expect(page.locator("#pv-e")).to_contain_text("number")
     expect(page.locator("#pv-e")).to_be_in_viewport()
+
+
+def test_a_lesson_lab_marks_a_bad_prediction_in_place(page: Page, lab_stack) -> None:
+    page.goto(f"{lab_stack.url}/lessons/one-block-by-hand")
+    embed = page.locator(".lab-embed").first
+    prefix = str(embed.get_attribute("id")) + "-"
+    embed.locator(f"#{prefix}pred").fill("two scales")
+    embed.locator(f"#{prefix}pv").fill("lots")
+    embed.locator("button[type=submit]").click()
+    expect(embed.locator(".lab-out")).to_contain_text("The lab did not start")
+    pv = embed.locator(f"#{prefix}pv")
+    expect(pv).to_have_attribute("aria-invalid", "true")
+    expect(pv).to_have_value("lots")
+    expect(embed.locator(f"#{prefix}pred")).to_have_value("two scales")

@@ -80,3 +80,24 @@ def test_a_non_numeric_prediction_is_kept_marked_and_explained(learner) -> None:
         assert doc.select_one("#lab-form select[name=format] option[selected]")["value"] == "int4"
         assert learner.get("/api/runs/x").status_code == 404
     assert "No runs yet" in learner.get("/labs/block-quantize").text  # nothing started
+
+
+def test_a_lesson_lab_marks_its_own_bad_prediction(learner) -> None:
+    data = {
+        "_source": "lesson:one-block-by-hand",
+        "_prediction": "two scales",
+        "_predicted_value": "lots",
+        "csrf_token": learner.headers["X-CSRF-Token"],
+    }
+    r = learner.post(
+        "/labs/block-quantize/runs",
+        data=data,
+        headers={"HX-Request": "true", "HX-Target": "lab-2-out"},
+    )
+    assert r.status_code == 200
+    doc = BeautifulSoup(r.text, "html.parser")
+    assert "The lab did not start" in doc.text
+    fieldset = doc.select_one("fieldset#lab-2-predict[hx-swap-oob=true]")
+    pv = fieldset.select_one("input#lab-2-pv")
+    assert pv["value"] == "lots" and pv["aria-invalid"] == "true"
+    assert fieldset.select_one("textarea").text == "two scales"
