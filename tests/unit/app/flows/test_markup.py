@@ -95,3 +95,11 @@ def test_lesson_lab_boxes_say_before_you_run_once(learner) -> None:
             assert "`" not in text, text
             prompts += 1
     assert prompts > 5
+
+
+def test_term_index_definitions_render_their_code(learner) -> None:
+    doc = BeautifulSoup(learner.get("/terms").text, "html.parser")
+    defs = doc.select("span.def")
+    assert len(defs) > 100
+    assert not [d.text for d in defs if "`" in d.text]
+    assert any(d.select("code") for d in defs)
