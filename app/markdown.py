@@ -12,13 +12,17 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from app.runs.views import format_params, format_value
+from app.runs.views import format_value
 from app.settings import ROOT
 
 
 def cell(value: Any) -> str:
-    """A value as one Markdown table cell: formatted for reading, ``|`` escaped, one line."""
-    return format_value(value).replace("|", "\\|").replace("\n", " ")
+    """A value as one Markdown table cell: formatted for reading, ``|`` escaped, one line.
+    A list keeps its brackets here: a report's reader copies values back as JSON."""
+    text = format_value(value) if not isinstance(value, list | tuple) or value else ""
+    if isinstance(value, list | tuple):
+        text = f"[{text}]"
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def number(value: float | None) -> str:
@@ -40,7 +44,7 @@ env = Environment(
     keep_trailing_newline=True,
     undefined=StrictUndefined,
 )
-env.filters.update(cell=cell, number=number, spec=spec, params=format_params)
+env.filters.update(cell=cell, number=number, spec=spec)
 
 
 def render_markdown(name: str, **context: Any) -> str:

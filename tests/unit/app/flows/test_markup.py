@@ -79,7 +79,7 @@ def test_review_prompt_and_export_omit_unset_parameters(learner) -> None:
     review = learner.get("/review").text
     assert "format int4 · shape 256, 256 · seed 0" in review
     export = learner.get("/notebook/export.md").text
-    assert "format int4 · shape 256, 256 · seed 0" in export
+    assert "`format=int4`, `shape=[256, 256]`, `seed=0`" in export
     for text in (review, export, learner.get(f"/runs/{run_id}/report.md").text):
         assert "None" not in text and "values=" not in text
 
