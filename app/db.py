@@ -267,6 +267,20 @@ class AuthSession(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
+class RunShare(Base):
+    """A run its learner made public: anyone with the link (``/shared/<token>``) may
+    read it. The token is random (256 bits); deleting the row revokes the link, and
+    sharing again makes a new one, so a revoked link never comes back."""
+
+    __tablename__ = "run_shares"
+
+    token: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), unique=True, index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 # Seconds a request waits for a pooled connection before it is answered 503.
 POOL_TIMEOUT_S = 10
 # Connections beyond one per web thread: event-stream polls and the middleware's

@@ -26,6 +26,7 @@ from app.routes import (
     reports,
     runs,
     search,
+    shares,
     static,
     terms,
 )
@@ -88,6 +89,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
         lessons,
         lab_pages,
         runs,
+        shares,
         reports,
         search,
         quiz,

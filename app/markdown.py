@@ -17,8 +17,12 @@ from app.settings import ROOT
 
 
 def cell(value: Any) -> str:
-    """A value as one Markdown table cell: formatted for reading, ``|`` escaped, one line."""
-    return format_value(value).replace("|", "\\|").replace("\n", " ")
+    """A value as one Markdown table cell: formatted for reading, ``|`` escaped, one line.
+    A list keeps its brackets here: a report's reader copies values back as JSON."""
+    text = format_value(value) if not isinstance(value, list | tuple) or value else ""
+    if isinstance(value, list | tuple):
+        text = f"[{text}]"
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def number(value: float | None) -> str:

@@ -20,13 +20,19 @@ from app.db import NotebookEntry, Run, utcnow
 from app.markdown import render_markdown
 from app.quiz import AnswerError, _convert, parse_number
 from labs.base import Lab
+from labs.registry import get_lab
 
 PREDICTION_TOLERANCE = 0.10  # relative: within 10 % counts as a good prediction
 MAX_TEXT = 2000
 
 
 class PredictionError(ValueError):
-    """A message for the learner about their prediction."""
+    """A message for the learner about their prediction; ``field`` is the form field
+    it belongs beside (``_prediction``, ``_metric`` or ``_predicted_value``)."""
+
+    def __init__(self, message: str, field: str = "_predicted_value"):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass
@@ -45,19 +51,23 @@ def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
     """The ``_prediction``, ``_metric`` and ``_predicted_value`` fields of a lab form."""
     text = form.get("_prediction", "").strip()[:MAX_TEXT]
     if "\x00" in text:  # PostgreSQL text cannot hold it: refuse before the run is created
-        raise PredictionError("The prediction contains a NUL character; remove it.")
+        raise PredictionError(
+            "The prediction contains a NUL character; remove it.", field="_prediction"
+        )
     raw = form.get("_predicted_value", "").strip()
     units = dict(lab.numeric_outputs)
     metric = form.get("_metric", "") or (lab.numeric_outputs[0][0] if lab.numeric_outputs else "")
     if not raw:
         return Prediction(text, None, None, None)
     if metric not in units:
-        raise PredictionError("Choose which result your number predicts.")
+        raise PredictionError("Choose which result your number predicts.", field="_metric")
     try:
         value, unit = parse_number(raw)
         value, _ = _convert(value, unit, units[metric])
     except AnswerError as e:
-        raise PredictionError(f"Prediction: {e}") from None
+        raise PredictionError(
+            f"Prediction: write a number, optionally with its unit (e.g. 4.5 or 141 GB). {e}"
+        ) from None
     return Prediction(text, value, units[metric], metric)
 
 
@@ -95,6 +105,21 @@ def _number(result: dict[str, Any] | None, key: str | None) -> float | None:
     if isinstance(node, bool) or not isinstance(node, int | float) or not math.isfinite(node):
         return None
     return float(node)
+
+
+def actuals(run: Run | None) -> list[tuple[str, str]]:
+    """What a finished run measured for each number its lab lets a learner predict,
+    as ``(label, value with its unit)``: the "Actual" of any prediction, worded or
+    numeric, whichever metric it named."""
+    if run is None or not run.is_final or not run.result:
+        return []
+    lab = get_lab(run.lab_id)
+    out = []
+    for key, unit in lab.numeric_outputs if lab else ():
+        value = _number(run.result, key)
+        if value is not None:
+            out.append((key.replace("_", " "), f"{value:,.6g} {unit}".strip()))
+    return out
 
 
 def settle(session: Session, entry: NotebookEntry, run: Run | None) -> None:

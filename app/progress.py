@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
+from markupsafe import Markup
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.content import Catalogue
+from app.content.quiz import AnswerError, grade
 from app.db import PageVisit, QuizAttempt, ReviewLog, Run, utcnow
 
 
@@ -129,3 +133,74 @@ def compute(session: Session, cat: Catalogue, learner_id: str) -> Progress:
         p.next_steps.append((f"/terms/{unread.slug}", f"Read the card: {unread.title}"))
     p.next_steps.append(("/review", "Do today's review"))
     return p
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What one learner has done, for the marks beside each item of an index page."""
+
+    terms_read: frozenset[str]
+    lessons_seen: frozenset[str]
+    lessons_done: frozenset[str]
+
+
+def marks(session: Session, learner_id: str) -> Marks:
+    rows = session.execute(
+        select(PageVisit.kind, PageVisit.slug).where(PageVisit.learner_id == learner_id)
+    ).all()
+    by_kind: dict[str, set[str]] = defaultdict(set)
+    for kind, slug in rows:
+        by_kind[kind].add(slug)
+    return Marks(
+        frozenset(by_kind["term"]), frozenset(by_kind["lesson"]), frozenset(by_kind["lesson-done"])
+    )
+
+
+def last_answers(session: Session, learner_id: str, owner: str) -> dict[str, QuizAttempt]:
+    """The learner's latest attempt at each quick-check item of ``owner`` ("term:x")."""
+    latest: dict[str, QuizAttempt] = {}
+    for a in session.scalars(
+        select(QuizAttempt)
+        .where(QuizAttempt.learner_id == learner_id, QuizAttempt.owner == owner)
+        .order_by(QuizAttempt.id)
+    ):
+        latest[a.item_id] = a
+    return latest
+
+
+def answered_notes(items: Iterable[Any], attempts: dict[str, QuizAttempt]) -> dict[str, Markup]:
+    """For each answered item, a line that says what the learner answered and how it
+    was graded, shown above the item when its page is opened again."""
+    notes: dict[str, Markup] = {}
+    for item in items:
+        attempt = attempts.get(item.id)
+        if attempt is None:
+            continue
+        try:
+            g = grade(item, attempt.answer or {})
+        except AnswerError:  # the item changed since: its old answer no longer fits
+            continue
+        verdict = (
+            "self-rated"
+            if g.correct is None
+            else ("correct" if g.correct else "not quite — the answer was " + g.expected)
+        )
+        cls = "" if g.correct is None else (" correct" if g.correct else " incorrect")
+        notes[item.id] = Markup(
+            '<p class="quiz-answered{}" role="status">You answered <q>{}</q>: {}. '
+            "Answer again to practise.</p>"
+        ).format(cls, g.given, verdict)
+    return notes
+
+
+def insert_answered(html: str, owner: str, notes: dict[str, Markup]) -> Markup:
+    """``html`` (a card body rendered once for everyone) with each note placed at the
+    top of its item's form (``<form class="quiz-item" id="q-<owner>-<item>" …>``)."""
+    html = str(html)  # plain text joins: Markup + str would escape the note
+    for item_id, note in notes.items():
+        form_id = f'id="q-{owner.replace(":", "-")}-{item_id}"'
+        at = html.find(form_id)
+        end = html.find(">", at) if at >= 0 else -1
+        if end >= 0:
+            html = html[: end + 1] + str(note) + html[end + 1 :]
+    return Markup(html)  # noqa: S704 (the card body and the notes are both escaped HTML)

@@ -67,6 +67,7 @@ class Outlook:
     reviewed_today: int
     limit: int
     by_day: list[tuple[str, int]]  # next 7 days: (date, cards due that day)
+    later_today: int = 0  # not due yet, but due before midnight UTC (an "Again" comes back)
 
     @property
     def remaining_today(self) -> int:
@@ -92,6 +93,18 @@ def outlook(session: Session, learner_id: str, limit: int, now: datetime | None 
         )
         or 0
     )
+    later_today = (
+        session.scalar(
+            select(func.count())
+            .select_from(ReviewCard)
+            .where(
+                ReviewCard.learner_id == learner_id,
+                ReviewCard.due > now,
+                ReviewCard.due < start + timedelta(days=1),
+            )
+        )
+        or 0
+    )
     days = []
     for d in range(1, 8):
         lo, hi = start + timedelta(days=d), start + timedelta(days=d + 1)
@@ -106,7 +119,13 @@ def outlook(session: Session, learner_id: str, limit: int, now: datetime | None 
             or 0
         )
         days.append((lo.date().isoformat(), n))
-    return Outlook(due_now=due_now, reviewed_today=reviewed, limit=limit, by_day=days)
+    return Outlook(
+        due_now=due_now,
+        reviewed_today=reviewed,
+        limit=limit,
+        by_day=days,
+        later_today=later_today,
+    )
 
 
 def next_due(session: Session, learner_id: str, now: datetime | None = None) -> ReviewCard | None:

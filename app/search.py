@@ -12,12 +12,84 @@ from sqlalchemy import case, delete, func, select, text
 from sqlalchemy.orm import Session
 
 from app.content import Catalogue
+from app.content.markdown import make_markdown
 from app.db import Meta, SearchDoc
 
 MAX_QUERY = 200
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Highlight markers that cannot occur in content; replaced by <mark> after escaping.
 _HL_OPEN, _HL_CLOSE = "\x02", "\x03"
+
+
+_MD = make_markdown()
+# LaTeX commands that content uses, as the characters a reader sees in a snippet.
+_TEX = {
+    "times": "×",
+    "cdot": "·",
+    "approx": "≈",
+    "le": "≤",
+    "leq": "≤",
+    "ge": "≥",
+    "geq": "≥",
+    "ne": "≠",
+    "neq": "≠",
+    "pm": "±",
+    "to": "→",
+    "infty": "∞",
+    "sum": "Σ",
+    "log": "log",
+    "Delta": "Δ",
+    "delta": "δ",
+    "sigma": "σ",
+    "mu": "μ",
+    "alpha": "α",
+    "beta": "β",
+    "gamma": "γ",
+    "epsilon": "ε",
+    "lambda": "λ",
+    "theta": "θ",
+    "pi": "π",
+    "ldots": "…",
+    "dots": "…",
+    "lfloor": "⌊",
+    "rfloor": "⌋",
+    "lceil": "⌈",
+    "rceil": "⌉",
+    "quad": " ",
+}
+_TEX_COMMAND = re.compile(r"\\([A-Za-z]+)")
+_TEX_FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
+
+
+def _tex_text(tex: str) -> str:
+    """A formula as plain text: ``\\frac{a}{b}`` → ``a/b``, ``\\times`` → ``×``, no braces."""
+    tex = _TEX_FRAC.sub(r"(\1)/(\2)", tex)
+    tex = _TEX_COMMAND.sub(lambda m: _TEX.get(m.group(1), m.group(1)), tex)
+    return re.sub(r"\\[,;! ]", " ", tex).replace("{", "").replace("}", "")
+
+
+def plain_text(markdown: str) -> str:
+    """What a reader sees of ``markdown``, as text for the index and its snippets: link
+    text without its URL, code without backticks, formulas without ``$``, no emphasis marks."""
+    parts: list[str] = []
+    for token in _MD.parse(markdown):
+        if token.type == "inline":
+            for child in token.children or []:
+                if child.type in ("text", "code_inline"):
+                    parts.append(child.content)
+                elif child.type == "math_inline":
+                    parts.append(_tex_text(child.content))
+                elif child.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+                elif child.type == "image":
+                    parts.append(child.content)
+        elif token.type in ("fence", "code_block"):
+            parts.append(token.content)
+        elif token.type.startswith("math_block"):
+            parts.append(_tex_text(token.content))
+        if token.type.endswith("_close") and token.block or token.type in ("fence", "code_block"):
+            parts.append("\n")
+    return re.sub(r"[ \t]+", " ", "".join(parts)).strip()
 
 
 @dataclass
@@ -41,8 +113,8 @@ def _docs(cat: Catalogue) -> list[dict[str, str]]:
                 "slug": t.slug,
                 "title": t.title,
                 "aliases": " ; ".join(t.front.aliases),
-                "definition": t.front.definition,
-                "body": "\n\n".join(t.depths_md),
+                "definition": plain_text(t.front.definition),
+                "body": "\n\n".join(plain_text(md) for md in t.depths_md),
             }
         )
     for lesson in cat.lessons.values():
@@ -52,8 +124,8 @@ def _docs(cat: Catalogue) -> list[dict[str, str]]:
                 "slug": lesson.slug,
                 "title": lesson.title,
                 "aliases": "",
-                "definition": lesson.front.summary,
-                "body": lesson.body_md,
+                "definition": plain_text(lesson.front.summary),
+                "body": plain_text(lesson.body_md),
             }
         )
     return docs

@@ -13,12 +13,16 @@ from jinja2 import Template
 from jinja2_fragments.fastapi import Jinja2Blocks
 from markupsafe import Markup, escape
 
+from app.content.markdown import render_inline
 from app.settings import ROOT
 from app.termmap import NARROW_WIDTH, layout
 
 templates = Jinja2Blocks(directory=str(ROOT / "templates"))
 # The terminology map is drawn twice (wide and narrow); the template picks the geometry.
 templates.env.globals.update(map_layout=layout, map_narrow_width=NARROW_WIDTH)
+# Content strings written in inline Markdown (quiz prompts and explanations, lesson
+# prompts) render as HTML, never as literal *stars* and `backticks`.
+templates.env.filters["inline_md"] = lambda text: Markup(render_inline(str(text or "")))  # noqa: S704
 
 # Stands in for the CSRF token in fragments rendered once and served to every
 # learner (random, so no content can contain it); ``fill_csrf`` puts each

@@ -59,6 +59,7 @@ class Seeded:
             "lesson_slug": cat.sorted_lessons()[0].slug,
             "cid": next(iter(cat.collections)),
             "seq": "1",
+            "token": "no-such-share-token",  # a share link (app.routes.shares): 404s
             "name": css,
         }
 

@@ -6,6 +6,7 @@ swaps the live run in below the form, or the form with its errors in place.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import Request
@@ -25,9 +26,14 @@ from app.deps import (
 from app.runs import forms, store
 from app.runs.service import HISTORY_LIMIT, run_context, start_run
 from app.templating import is_htmx, render
-from labs.base import WHOLE_REQUEST, Lab
+from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
 router = routes.router(tags=["labs"])
+
+# The htmx event (HX-Trigger) a started run sends; runs.RUN_ENDED is its pair.
+RUN_STARTED = "run-started"
+# The output box of a lesson's embedded lab (templates/labs/_embed.html: "lab-<n>-out").
+_EMBED_OUT = re.compile(r"(lab-[0-9]{1,3}-)out")
 
 
 @router.get("/labs", response_class=HTMLResponse)
@@ -45,6 +51,7 @@ def _lab_page(
     errors: dict[str, str] | None = None,
     status_code: int = 200,
     block_name: str | None = None,
+    notes: list[str] | None = None,
 ) -> HTMLResponse:
     errors = errors or {}
     return render(
@@ -54,6 +61,9 @@ def _lab_page(
             "lab": lab,
             "fields": forms.form_fields(lab, values, errors),
             "form_error": errors.get(WHOLE_REQUEST),
+            "link_notes": notes or [],
+            "typed": values if isinstance(values, dict) else {},
+            "pred_errors": {k: v for k, v in errors.items() if k.startswith("_")},
             "history": store.list_runs(session, learner, lab.id, limit=HISTORY_LIMIT),
         },
         block_name=block_name,
@@ -69,13 +79,33 @@ def lab_page(
     learner: LearnerDep,
     rerun: str = "",
 ) -> HTMLResponse:
-    """``?rerun=RUN_ID`` fills the form with that run's parameters."""
-    values = None
+    """``?rerun=RUN_ID`` fills the form with that run's parameters; any other
+    ``?name=value`` (a term card's or lesson's link) fills that parameter, the value
+    spelled as JSON or plainly. Unknown names and bad values come back as messages
+    on the page, beside their field where they have one."""
+    values: dict[str, Any] | None = None
     if rerun:
         previous = store.get_run(session, rerun, learner)
         if previous is not None and previous.lab_id == lab.id:
             values = dict(previous.params)
-    return _lab_page(request, session, learner, lab, values)
+    linked, notes = forms.link_values(lab, list(request.query_params.multi_items()))
+    errors: dict[str, str] = {}
+    if linked:
+        values = {**(values or {}), **linked}
+        try:
+            lab.validate(forms.parse_form(lab, linked))
+        except InvalidParams as e:
+            errors = {k: v for k, v in e.errors.items() if k in linked}
+            notes += [v for k, v in e.errors.items() if k not in linked]
+    return _lab_page(request, session, learner, lab, values, errors, notes=notes)
+
+
+@router.get("/labs/{lab_id}/history", response_class=HTMLResponse)
+def lab_history(
+    lab: LabDep, request: Request, session: SessionDep, learner: LearnerDep
+) -> HTMLResponse:
+    """The lab page's run table alone: fetched again when a run starts or ends."""
+    return _lab_page(request, session, learner, lab, block_name="history")
 
 
 @router.post("/labs/{lab_id}/runs", response_model=None)
@@ -95,16 +125,26 @@ def lab_submit(
     try:
         prediction = notebook.read_prediction(lab, form)
     except notebook.PredictionError as e:
-        errors, status, run = {WHOLE_REQUEST: str(e)}, 422, None
+        # Beside its own field (the form keeps what was typed), not above the form.
+        errors, status, run = {e.field: str(e)}, 422, None
     else:
         limit = anonymous_run_limit(request)
         run, errors, status = start_run(session, settings, queue, learner, lab, data, limit)
     if run is None and embedded:
         # A lab embedded in a lesson: the messages go where its output would appear.
+        # A prediction error also re-marks the embed's own prediction fields (out of band).
+        target = _EMBED_OUT.fullmatch(request.headers.get("HX-Target", ""))
+        marked = target is not None and any(k.startswith("_") for k in errors)
         return render(
             request,
             "labs/_embed_errors.html",
-            {"errors": errors},
+            {
+                "errors": {k.lstrip("_"): v for k, v in errors.items()},
+                "lab": lab,
+                "oob_prefix": target.group(1) if marked and target else "",
+                "typed": form,
+                "pred_errors": {k: v for k, v in errors.items() if k.startswith("_")},
+            },
             status_code=200 if is_htmx(request) else status,
         )
     if run is not None:
@@ -122,5 +162,6 @@ def lab_submit(
         resp = render(request, "runs/run.html", ctx, block_name="run")
         if not embedded:  # a lesson keeps its own URL; the lab page follows the run
             resp.headers["HX-Push-Url"] = f"/runs/{run.id}"
+        resp.headers["HX-Trigger"] = RUN_STARTED
         return resp
     return RedirectResponse(f"/runs/{run.id}", status_code=303)

@@ -14,6 +14,7 @@ from app import notebook, review, routes
 from app.content.quiz import AnswerError, Numeric, QuizItemBase, answer_record, grade
 from app.db import INT32_MAX, NotebookEntry, QuizAttempt, ReviewCard, Run, utcnow
 from app.deps import CatalogueDep, FormDep, LearnerDep, SessionDep, SettingsDep
+from app.runs.views import format_params
 from app.templating import render
 
 router = routes.router(tags=["quiz"])
@@ -136,10 +137,8 @@ def _card_item(session, cat, card: ReviewCard) -> tuple[QuizItemBase | None, str
         if entry is None or entry.learner_id != card.learner_id or entry.actual_value is None:
             return None, "", ""
         run = session.get(Run, entry.run_id) if entry.run_id else None
-        params = (
-            ", ".join(f"{k}={v}" for k, v in ((run.params or {}) if run else {}).items())
-            or "its defaults"
-        )
+        shown = format_params(run.params if run else None)
+        params = "its defaults" if shown == "defaults" else shown
         item = Numeric(
             id="prediction",
             type="numeric",

@@ -23,7 +23,7 @@ from fastapi.responses import (
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import routes
+from app import notebook, routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import (
     NO_SUCH_RUN,
@@ -39,12 +39,16 @@ from app.deps import (
 )
 from app.runs import store
 from app.runs.service import HISTORY_LIMIT, OUTPUT_KINDS, lab_title, run_context, start_run
-from app.runs.views import diff, format_value, histogram_svg, sse
+from app.runs.views import diff, format_params, format_value, histogram_svg, sse
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
 from labs.plots import sanitize_svg
 
 router = routes.router(tags=["runs"])
+
+# The htmx event (HX-Trigger) an ended run's fragment sends: a lab page's run history
+# listens for it (``hx-trigger="run-ended from:body"``) and fetches itself again.
+RUN_ENDED = "run-ended"
 
 # Seconds between database polls of an event stream: the shortest right after news
 # (a run that has just started or printed usually prints again soon), doubling on each
@@ -62,7 +66,9 @@ After = Annotated[int, Query(ge=0, le=INT32_MAX, description="resume after this 
 Seq = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 templates.env.filters.setdefault("labvalue", format_value)
+templates.env.filters.setdefault("runparams", format_params)
 templates.env.globals.setdefault("labhistogram", histogram_svg)
+templates.env.globals.setdefault("run_actuals", notebook.actuals)
 
 
 # ----------------------------------------------------------------------------
@@ -310,7 +316,10 @@ def run_page(
     run: RunDep, request: Request, session: SessionDep, settings: SettingsDep, labs: LabsDep
 ) -> HTMLResponse:
     ctx = run_context(session, settings, labs, run)
-    return render(request, "runs/run.html", ctx, block_name="run")
+    resp = render(request, "runs/run.html", ctx, block_name="run")
+    if run.is_final and is_htmx(request):
+        resp.headers["HX-Trigger"] = RUN_ENDED
+    return resp
 
 
 @router.get("/runs/{run_id}/status", response_class=HTMLResponse)
@@ -323,7 +332,11 @@ def run_status(
     if run.is_final and is_htmx(request):
         resp = render(request, "runs/run.html", ctx, block_name="run")
         resp.headers["HX-Retarget"] = "#run"
-        resp.headers["HX-Reswap"] = "outerHTML"
+        # Scroll to the prediction's verdict, the first thing the learner wants to see.
+        resp.headers["HX-Reswap"] = (
+            "outerHTML show:#run-verdict:top" if ctx["entry"] else "outerHTML"
+        )
+        resp.headers["HX-Trigger"] = RUN_ENDED
         return resp
     return render(request, "runs/run.html", ctx, block_name="status")
 

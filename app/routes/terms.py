@@ -11,9 +11,9 @@ from fastapi.responses import FileResponse, HTMLResponse
 from jinja2 import Template
 from markupsafe import Markup
 
-from app import routes
+from app import progress, routes
 from app.content import DEPTHS, Catalogue, Term
-from app.deps import CatalogueDep
+from app.deps import CatalogueDep, LearnerDep, SessionDep
 from app.templating import fill_csrf, render, render_once, templates
 from app.termmap import HEIGHT, WIDTH
 
@@ -31,7 +31,13 @@ DOMAIN_TITLES = {
 
 
 @router.get("/terms", response_class=HTMLResponse)
-def terms_index(request: Request, cat: CatalogueDep, view: str = "az") -> HTMLResponse:
+def terms_index(
+    request: Request,
+    cat: CatalogueDep,
+    session: SessionDep,
+    learner: LearnerDep,
+    view: str = "az",
+) -> HTMLResponse:
     if view not in ("az", "domain", "collection"):
         view = "az"
     terms = cat.sorted_terms()
@@ -63,6 +69,7 @@ def terms_index(request: Request, cat: CatalogueDep, view: str = "az") -> HTMLRe
             "view": view,
             "count": len(terms),
             "letters": sorted(groups) if view == "az" else [],
+            "marks": progress.marks(session, learner),
         },
         block_name="listing",
     )
@@ -127,7 +134,12 @@ def _card_parts(cat: Catalogue, term: Term) -> CardParts:
 
 @router.get("/terms/{slug}", response_class=HTMLResponse)
 def term_page(
-    request: Request, slug: str, cat: CatalogueDep, depth: str | None = None
+    request: Request,
+    slug: str,
+    cat: CatalogueDep,
+    session: SessionDep,
+    learner: LearnerDep,
+    depth: str | None = None,
 ) -> HTMLResponse:
     term = cat.terms.get(slug)
     if term is None:
@@ -136,7 +148,10 @@ def term_page(
         raise HTTPException(404, f"No term card called '{slug[:80]}'.")
     d, note = _depth(depth)
     parts = _card_parts(cat, term)
-    card = {"header": parts.header, "toc": parts.toc, "body": fill_csrf(parts.body, request)}
+    owner = f"term:{term.slug}"
+    notes = progress.answered_notes(term.front.quiz, progress.last_answers(session, learner, owner))
+    body = progress.insert_answered(fill_csrf(parts.body, request), owner, notes)
+    card = {"header": parts.header, "toc": parts.toc, "body": body}
     ctx = {"term": term, "depth": d, "depth_note": note, "depths": DEPTHS, "card": card}
     return render(request, "terms/term.html", ctx, block_name="depths")
 

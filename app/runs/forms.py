@@ -109,7 +109,12 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
         if raw is None or not str(raw).strip():
             continue
         text = str(raw).strip()
-        if _resolve(schema, raw_prop).get("type") == "array":
+        prop = _resolve(schema, raw_prop)
+        # A choice of numbers (``Literal[1, 8, 16]``) matches only the number itself.
+        chosen = [o for o in prop.get("enum", ()) if not isinstance(o, str) and str(o) == text]
+        if chosen:
+            out[name] = chosen[0]
+        elif prop.get("type") == "array":
             if text.startswith("["):
                 try:
                     out[name] = json.loads(text)
@@ -120,3 +125,45 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
         else:
             out[name] = text
     return out
+
+
+# Query keys of GET /labs/{id} that are not lab parameters.
+RESERVED_QUERY_KEYS = frozenset({"rerun"})
+MAX_LINK_VALUE_CHARS = 4000
+
+
+def _link_text(raw: str, is_list: bool) -> str:
+    """A link's value as form text: JSON where it parses (``"int4"``, ``[256, 256]``,
+    ``0.5``) and the plain spelling otherwise (``int4``, ``256,256``)."""
+    raw = raw[:MAX_LINK_VALUE_CHARS]
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return ", ".join(t for t in re.split(r"[,\s]+", raw) if t) if is_list else raw
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return value if isinstance(value, str) else _show(value)
+
+
+def link_values(lab: Lab, query: list[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+    """The form text a link's ``?k=v&…`` gives each of ``lab``'s parameters, and
+    messages for the rest: keys the lab does not take (ignored) and repeated keys
+    (the last one wins). Values are checked later, per field, by ``Lab.validate``."""
+    schema = lab.params.model_json_schema()
+    props = schema.get("properties", {})
+    names = set(props)
+    values: dict[str, str] = {}
+    notes: list[str] = []
+    for key, raw in query:
+        if key in RESERVED_QUERY_KEYS:
+            continue
+        if key not in names:
+            shown = key[:60]
+            notes.append(
+                f"This lab has no parameter '{shown}'; the link's value for it was ignored."
+            )
+            continue
+        if key in values:
+            notes.append(f"The link gives '{key}' more than once; the last value is used.")
+        values[key] = _link_text(raw, _resolve(schema, props[key]).get("type") == "array")
+    return values, notes

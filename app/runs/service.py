@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import notebook
-from app.db import Run
+from app.db import Run, RunShare
 from app.runs import store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
@@ -81,6 +82,7 @@ def run_context(
         ),
         "previous": previous,
         "entry": notebook.for_run(session, run),
+        "share": session.scalar(select(RunShare).where(RunShare.run_id == run.id)),
     }
 
 

@@ -3,7 +3,6 @@ two runs, and the server-sent event wire format. No torch, no web framework."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -33,14 +32,34 @@ def format_value(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}" if abs(v) >= 10_000 else str(v)
     if isinstance(v, list | tuple):
+        # Read as a list of numbers or words, not as Python's repr with brackets.
         shown = ", ".join(format_value(x) for x in v[:MAX_LIST_SHOWN])
         more = f", … ({len(v)} values)" if len(v) > MAX_LIST_SHOWN else ""
-        return f"[{shown}{more}]"
+        return clip(f"{shown}{more}") if v else "none"
     if isinstance(v, dict):
-        text = json.dumps(v, default=str)
-        return text if len(text) <= MAX_TEXT_SHOWN else text[: MAX_TEXT_SHOWN - 1] + "…"
-    text = str(v)
-    return text if len(text) <= MAX_TEXT_SHOWN else text[: MAX_TEXT_SHOWN - 1] + "…"
+        return clip(format_params(v))
+    return clip(str(v))
+
+
+def clip(text: str, limit: int = MAX_TEXT_SHOWN) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, ending in "…"."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    # Cut at the last space unless that drops most of the text (one very long word).
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;·") + "…"
+
+
+def format_params(params: dict[str, Any] | None) -> str:
+    """A run's parameters as a learner reads them: ``format int4 · shape 256, 256``;
+    unset (``None``) values are left out, and no parameters read "defaults"."""
+    shown = [
+        f"{str(k).replace('_', ' ')} {format_value(v)}"
+        for k, v in (params or {}).items()
+        if v is not None
+    ]
+    return " · ".join(shown) or "defaults"
 
 
 def flatten(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:

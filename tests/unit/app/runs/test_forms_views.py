@@ -60,7 +60,8 @@ def test_view_helpers() -> None:
         and format_value(12345) == "12,345"
         and format_value(None) == "—"
     )
-    assert format_value(list(range(40))).endswith("… (40 values)]")
+    assert format_value(list(range(40))).endswith("… (40 values)")  # no Python brackets
+    assert not format_value(list(range(40))).startswith("[")
     rows = {
         r.key: r for r in diff({"a": 1, "m": {"x": 1.5}}, {"a": 1, "m": {"x": 2.5}, "new": True})
     }
