@@ -50,6 +50,9 @@ class Limiter:
     def __init__(self, settings: Settings, storage: Storage | None = None):
         self.storage = storage or storage_from_string(settings.rate_limit_uri)
         self._limiter = MovingWindowRateLimiter(self.storage)
+        # While the shared storage (Redis) is unreachable, each replica counts in its
+        # own memory: the limits still hold per replica, and no request fails for it.
+        self._fallback = MovingWindowRateLimiter(storage_from_string("memory://"))
         wait = "Wait a minute and try again."
         self.signin_user_ip = Rule(
             "signin-user-ip",
@@ -80,15 +83,29 @@ class Limiter:
 
     def hit(self, rule: Rule, *ids: str) -> None:
         """Count one event against ``rule``; raise ``RateLimited`` if it is over."""
-        if not self._limiter.hit(rule.item, rule.namespace, *ids):
-            raise RateLimited(rule.message, self._retry_after(rule, ids))
+        limiter = self._limiter
+        try:
+            allowed = limiter.hit(rule.item, rule.namespace, *ids)
+        except Exception as e:  # the shared storage is down: count here instead
+            log.warning(
+                "rate limit storage unavailable; counting in this process",
+                extra={"error": f"{type(e).__name__}: {str(e)[:200]}"},
+            )
+            limiter = self._fallback
+            allowed = limiter.hit(rule.item, rule.namespace, *ids)
+        if not allowed:
+            raise RateLimited(rule.message, self._retry_after(limiter, rule, ids))
 
     def clear(self, rule: Rule, *ids: str) -> None:
-        self._limiter.clear(rule.item, rule.namespace, *ids)
+        for limiter in (self._limiter, self._fallback):
+            try:
+                limiter.clear(rule.item, rule.namespace, *ids)
+            except Exception:  # noqa: S112 - the storage is down; nothing to clear there
+                continue
 
-    def _retry_after(self, rule: Rule, ids: Iterable[str]) -> int:
+    def _retry_after(self, limiter: MovingWindowRateLimiter, rule: Rule, ids: Iterable[str]) -> int:
         try:
-            reset, _ = self._limiter.get_window_stats(rule.item, rule.namespace, *ids)
+            reset, _ = limiter.get_window_stats(rule.item, rule.namespace, *ids)
         except Exception:  # statistics are advisory; the limit itself already held
             return rule.item.get_expiry()
         return max(1, int(reset - time.time()) + 1)
