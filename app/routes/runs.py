@@ -42,7 +42,7 @@ from app.runs.service import HISTORY_LIMIT, OUTPUT_KINDS, lab_title, run_context
 from app.runs.views import diff, format_value, histogram_svg, sse
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
-from labs.plots import sanitize_svg
+from labs.plots import sanitize_svg, themed
 
 router = routes.router(tags=["runs"])
 
@@ -353,7 +353,7 @@ def run_plot(run: RunDep, seq: Seq, session: SessionDep) -> Response:
     if event is None or not event.data.get("svg"):
         raise HTTPException(404, "No such plot.")
     return Response(
-        sanitize_svg(str(event.data["svg"])),
+        themed(sanitize_svg(str(event.data["svg"]))),
         media_type="image/svg+xml",
         headers={"Cache-Control": "private, max-age=86400"},
     )

@@ -13,7 +13,7 @@ from app.db import Run
 from app.runs import store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
-from app.runs.views import latest_progress
+from app.runs.views import arrange_outputs, latest_progress
 from app.settings import Settings
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
@@ -65,13 +65,16 @@ def run_context(
         for r in store.list_runs(session, run.learner_id, run.lab_id, limit=HISTORY_LIMIT)
         if r.id != run.id
     ]
+    outputs = [e for e in events if e["kind"] in OUTPUT_KINDS]
     return {
         "run": run,
         "lab": lab,
+        "tiles": lab.tiles(run.result) if lab is not None and run.is_final else [],
+        "body": arrange_outputs(outputs),
         "lab_title": lab.title if lab else run.lab_id,
         "events": events,
         "logs": [e for e in events if e["kind"] == "log"],
-        "outputs": [e for e in events if e["kind"] in OUTPUT_KINDS],
+        "outputs": outputs,
         "progress": latest_progress(events),
         "last_seq": events[-1]["seq"] if events else 0,
         "active": not run.is_final,

@@ -81,6 +81,33 @@ def diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[DiffRow]:
     return [DiffRow(k, fa.get(k), fb.get(k)) for k in keys]
 
 
+@dataclass(frozen=True)
+class ResultBody:
+    """A finished run's output events in the order its page shows them: notices
+    (what the run could not do) first, the lead figure, tables, the other figures,
+    then the metrics."""
+
+    notices: list[dict[str, Any]]
+    lead: dict[str, Any] | None
+    details: list[dict[str, Any]]
+    figures: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+
+
+def arrange_outputs(outputs: list[dict[str, Any]]) -> ResultBody:
+    """The lead figure is the plot its presenter marked ``lead``, else the first plot."""
+    plots = [e for e in outputs if e["kind"] == "plot"]
+    lead = next((e for e in plots if (e["data"].get("data") or {}).get("lead")), None)
+    lead = lead or (plots[0] if plots else None)
+    return ResultBody(
+        notices=[e for e in outputs if e["kind"] == "notice"],
+        lead=lead,
+        details=[e for e in outputs if e["kind"] == "table"],
+        figures=[e for e in plots if e is not lead],
+        metrics=[e for e in outputs if e["kind"] == "metric"],
+    )
+
+
 def sse(event: str, data: str, event_id: int | None = None) -> str:
     """One server-sent event; multi-line ``data`` becomes several ``data:`` lines."""
     lines = [f"id: {event_id}"] if event_id is not None else []
