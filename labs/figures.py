@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labs import plots
 from labs.plots import C1, C2, C3, C4, FG, MUTED
 
+if TYPE_CHECKING:
+    from labs.base import Context
+
 # A histogram whose tallest bin is this many times its median non-empty bin gets a
 # log count axis: otherwise the tails, where the error lives, are invisible.
 LOG_COUNT_RATIO = 30.0
+BYTES_PER_GB = 1e9  # memory bars are in GB (1e9 bytes), as GPU datasheets print
 GRID_HEIGHT_IN = 2.6
 BAR_HEIGHT_IN = 1.2  # per row of a horizontal bar chart, plus room for axes and legend
 BAR_BASE_IN = 1.5
 # Legends sit under the axes so they never cover a bar.
-LEGEND_BELOW: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (0.0, -0.3), "ncol": 2}
+LEGEND_BELOW: dict[str, Any] = {"loc": "outside lower left", "ncols": 2}
 NOTE_HEADROOM = 1.2  # linear count axis: the top is this times the tallest bar
 NOTE_HEADROOM_LOG = 12.0  # log count axis: about one decade more
 AXIS_TICKS = 4
@@ -96,7 +100,7 @@ def error_split_bars(
         ax.set_xlim(0, peak * 1.6 if peak > 0 else 1)
         ax.set_xlabel(value_label)
         ax.set_title(title)
-        ax.legend(**LEGEND_BELOW)
+        ax.figure.legend(**LEGEND_BELOW)
 
     return plots._render(draw, _bar_size(len(names)))
 
@@ -149,9 +153,10 @@ def memory_bars(
     title: str,
     unit: str = "GB",
     capacity_label: str = "GPU memory",
+    rest_label: str = "free",
 ) -> str:
     """One stacked bar per row of (part, size) pairs against a dashed capacity line;
-    what is left is drawn as an outlined "free" segment, an overflow is labelled."""
+    what is left is drawn as an outlined ``rest_label`` segment, an overflow is labelled."""
     colours = (C1, C3, C4, MUTED, C2)
     names = [plots._short(k) for k in rows]
 
@@ -174,13 +179,13 @@ def memory_bars(
                     edgecolor=MUTED,
                     hatch="//",
                     linewidth=0.6,
-                    label=None if "free" in seen else "free",
+                    label=None if rest_label in seen else rest_label,
                 )
-                seen.add("free")
+                seen.add(rest_label)
                 ax.text(
                     capacity,
                     y,
-                    f" {plots_number(capacity - left)} {unit} free",
+                    f" {plots_number(capacity - left)} {unit} {rest_label}",
                     va="center",
                     color=FG,
                 )
@@ -193,15 +198,56 @@ def memory_bars(
                     color=C2,
                 )
             peak = max(peak, left)
-        ax.axvline(capacity, color=C2, linestyle="--", linewidth=1.2)
+        ax.axvline(
+            capacity,
+            color=C2,
+            linestyle="--",
+            linewidth=1.2,
+            label=f"{capacity_label}: {plots_number(capacity)} {unit}",
+        )
         ax.set_yticks(range(len(names)), names)
         ax.invert_yaxis()
         ax.set_xlim(0, peak * 1.45)
-        ax.set_xlabel(f"{unit} (dashed line: {capacity_label}, {plots_number(capacity)} {unit})")
+        ax.set_xlabel(unit)
         ax.set_title(title)
-        ax.legend(**LEGEND_BELOW)
+        ax.figure.legend(**LEGEND_BELOW)
 
     return plots._render(draw, _bar_size(len(names)))
+
+
+def memory_plot(
+    ctx: Context,
+    title: str,
+    rows: Mapping[str, Sequence[tuple[str, float]]],
+    capacity_bytes: float,
+    *,
+    caption: str,
+    capacity_label: str = "GPU memory",
+    rest_label: str = "free",
+) -> None:
+    """Emit memory bars (sizes in bytes, drawn in GB = 1e9 bytes) as the lab's lead
+    figure, with the same numbers as its data table."""
+    gb_rows = {
+        name: [(part, size / BYTES_PER_GB) for part, size in parts] for name, parts in rows.items()
+    }
+    capacity = capacity_bytes / BYTES_PER_GB
+    ctx.plot(
+        title,
+        memory_bars(
+            gb_rows, capacity, title=title, capacity_label=capacity_label, rest_label=rest_label
+        ),
+        {
+            "lead": True,
+            "caption": caption,
+            "table": {
+                "columns": ["bar", "part", "GB"],
+                "rows": [
+                    [name, part, size] for name, parts in gb_rows.items() for part, size in parts
+                ]
+                + [["", capacity_label, capacity]],
+            },
+        },
+    )
 
 
 def plots_number(v: float) -> str:

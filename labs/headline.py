@@ -20,6 +20,9 @@ READING_DIGITS = 3
 BYTE_UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB")
 BYTES_PER_KIB = 1024
 MAX_TILES = 5
+# Counts (parameters, tokens) of a million and more read with a suffix: 41.9 M, 70.6 B.
+COUNT_STEP = 1000
+COUNT_SUFFIXES = ("", "k", "M", "B", "T")
 
 Result = Mapping[str, Any]
 Headline = Callable[[Result], list["Tile"]]
@@ -65,6 +68,16 @@ def readable_bytes(n: float) -> str:
     return f"{readable(size)} {unit}" if unit != "bytes" else f"{int(n):,} bytes"
 
 
+def readable_count(n: int) -> str:
+    """A large count the way model cards write it: 41_943_040 → '41.9 M', 7e10 → '70 B'."""
+    size, suffix = float(n), ""
+    for suffix in COUNT_SUFFIXES:
+        if abs(size) < COUNT_STEP or suffix == COUNT_SUFFIXES[-1]:
+            break
+        size /= COUNT_STEP
+    return f"{readable(size)} {suffix}".strip()
+
+
 def exact_text(value: Any, unit: str = "") -> str:
     """The value as stored (full precision), with its unit."""
     if isinstance(value, bool) or value is None:
@@ -95,6 +108,8 @@ def tile(
         text = f"{value} {unit}".strip() if not isinstance(value, bool) else exact_text(value)
     elif unit == "bytes":
         text = readable_bytes(value)
+    elif isinstance(value, int) and abs(value) >= COUNT_STEP**2:
+        text = f"{readable_count(value)} {unit}".strip()
     elif unit == "%":
         text = f"{readable(float(value), digits)} %"
     else:
