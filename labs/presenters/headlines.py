@@ -200,3 +200,49 @@ def qlora_budget(r: Result) -> list[Tile]:
         ),
         tile("Largest micro-batch (sequences)", r["max_micro_batch"], key="max_micro_batch"),
     ]
+
+
+def vram_observe(r: Result) -> list[Tile]:
+    """What was measured (VRAM, or host RSS on a CPU) first, then weights, activations
+    per sequence and, on CUDA, the largest batch and the CUDA context."""
+    cpu = r["device"] == "cpu"
+    first = r["summaries"][0]
+    acts = r["activation_mib_per_sequence"]
+    tiles = [
+        tile(
+            "Measured",
+            "host RSS, not VRAM" if cpu else "VRAM",
+            key="measured",
+            means="a CPU run: no GPU memory, allocator cache, CUDA context or OOM point"
+            if cpu
+            else r["device_name"],
+            tone="warn" if cpu else "",
+        ),
+        tile(
+            f"Weights measured ({first['dtype']})",
+            r["weights_mib"],
+            "MiB",
+            key="weights_mib",
+            means=f"rule of thumb: {readable(first['weights_estimate_bytes'] / 2**20)} MiB",
+        ),
+        tile(
+            f"Activations per sequence ({first['dtype']})",
+            acts if acts is not None else "not measurable here",
+            "MiB" if acts is not None else "",
+            key="activation_mib_per_sequence",
+            means="slope of the peak against the batch",
+            tone="" if acts is not None else "warn",
+        ),
+    ]
+    if not cpu:
+        tiles += [
+            tile("Largest batch that fit", r["largest_batch"], key="largest_batch"),
+            tile(
+                "CUDA context",
+                r["cuda_context_mib"],
+                "MiB",
+                key="cuda_context_mib",
+                means="outside PyTorch's allocator; nvidia-smi counts it",
+            ),
+        ]
+    return tiles
