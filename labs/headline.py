@@ -37,6 +37,12 @@ class Tile(BaseModel):
     means: str = Field(default="", description="One line on what the number means")
     key: str = Field(default="", description="Where the value sits in the result (a.b.c)")
     tone: str = Field(default="", description="'warn' where the number is a warning sign")
+    value: float | None = Field(
+        default=None,
+        description="The number shown, in ``unit`` (None for words): what a "
+        "comparison of two runs subtracts and divides",
+    )
+    unit: str = ""
 
 
 def readable(value: float, digits: int = READING_DIGITS) -> str:
@@ -114,8 +120,18 @@ def tile(
         text = f"{readable(float(value), digits)} %"
     else:
         text = f"{readable(float(value), digits)} {unit}".strip()
+    number = (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    )
     return Tile(
-        label=label, text=text, exact=exact_text(value, unit), means=means, key=key, tone=tone
+        label=label,
+        text=text,
+        exact=exact_text(value, unit),
+        means=means,
+        key=key,
+        tone=tone,
+        value=number,
+        unit=unit,
     )
 
 

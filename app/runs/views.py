@@ -73,6 +73,52 @@ class DiffRow:
     def same(self) -> bool:
         return self.a == self.b
 
+    @property
+    def label(self) -> str:
+        return human_label(self.key)
+
+    @property
+    def delta(self) -> float | None:
+        """b − a for two numbers (not booleans), else None."""
+        if _number(self.a) and _number(self.b) and not self.same:
+            return float(self.b) - float(self.a)
+        return None
+
+    @property
+    def ratio(self) -> float | None:
+        """b / a for two numbers with a ≠ 0, else None."""
+        if self.delta is not None and float(self.a) != 0:
+            return float(self.b) / float(self.a)
+        return None
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# Words a snake_case key spells in lower case that a person writes otherwise.
+WORDS = {
+    "sqnr": "SQNR", "mse": "MSE", "rmse": "RMSE", "db": "dB", "gb": "GB", "gib": "GiB",
+    "mib": "MiB", "kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "cuda": "CUDA",
+    "nbytes": "stored bytes", "numel": "values", "absmax": "absmax", "bf16": "bf16",
+    "fp32": "fp32", "fp8": "fp8", "oom": "OOM", "rss": "RSS", "mib_per_sequence": "MiB",
+    "pct": "%", "qmax": "qmax", "amax": "amax", "nf4": "NF4", "lora": "LoRA", "s": "s",
+}  # fmt: skip
+
+
+def human_label(key: str) -> str:
+    """A flattened result key as words: ``metrics.sqnr_db`` → 'metrics › SQNR dB',
+    ``first_blocks.0.scale`` → 'first blocks › #1 › scale'."""
+    parts = []
+    for part in key.split("."):
+        if part.isdigit():
+            parts.append(f"#{int(part) + 1}")
+            continue
+        words = [WORDS.get(w, w) for w in part.split("_")]
+        text = " ".join(words)
+        parts.append(text[:1].upper() + text[1:] if not parts else text)
+    return " › ".join(parts)
+
 
 def diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[DiffRow]:
     """Rows of both flattened dicts in a's key order, then keys only b has."""

@@ -32,8 +32,10 @@ def bq_run(lab_stack) -> str:  # type: ignore[no-untyped-def]
     assert r.status_code == 202, r.text
     run = wait_final(c, r.json()["id"], timeout=120)
     assert run["status"] == "succeeded", run["error"]
-    # The browser takes this learner's session so the run is its own.
-    return f"{run['id']}|{c.cookies['lowbit_session']}"
+    other = c.post("/api/labs/block-quantize/runs", json={**PARAMS, "format": "int4"})
+    assert wait_final(c, other.json()["id"], timeout=120)["status"] == "succeeded"
+    # The browser takes this learner's session so the runs are its own.
+    return f"{run['id']}|{c.cookies['lowbit_session']}|{other.json()['id']}"
 
 
 @pytest.mark.parametrize("size", sorted(SIZES))
@@ -41,7 +43,7 @@ def bq_run(lab_stack) -> str:  # type: ignore[no-untyped-def]
 def test_block_quantize_run_page_reads_at_a_glance(
     browser: Browser, lab_stack, bq_run: str, size: str, scheme: str
 ) -> None:  # type: ignore[no-untyped-def]
-    run_id, cookie = bq_run.split("|")
+    run_id, cookie, _ = bq_run.split("|")
     width, height = SIZES[size]
     context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
     context.add_cookies([{"name": "lowbit_session", "value": cookie, "url": lab_stack.url}])
@@ -82,4 +84,18 @@ def test_block_quantize_run_page_reads_at_a_glance(
     expect(page.locator("details.result-json")).not_to_have_attribute("open", "")
     page.screenshot(path=str(_shots() / f"run-block-quantize-{size}-{scheme}.png"), full_page=True)
     assert errors == []
+    context.close()
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_compare_page_at_both_sizes(browser: Browser, lab_stack, bq_run: str, size: str) -> None:  # type: ignore[no-untyped-def]
+    run_id, cookie, other = bq_run.split("|")
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_cookies([{"name": "lowbit_session", "value": cookie, "url": lab_stack.url}])
+    page = context.new_page()
+    page.goto(f"{lab_stack.url}/runs/compare?a={run_id}&b={other}")
+    expect(page.locator("table.compare-tiles tbody tr").first).to_contain_text("bits")
+    expect(page.locator(".compare-figures figure.plot img")).to_have_count(2)
+    page.screenshot(path=str(_shots() / f"compare-block-quantize-{size}.png"), full_page=True)
     context.close()

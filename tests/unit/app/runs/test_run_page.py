@@ -119,3 +119,36 @@ def test_a_partial_result_falls_back_to_its_numeric_outputs(client: Any) -> None
     assert lab is not None
     tiles = lab.tiles({"weights_gb": 141.1, "finding": "It does not fit on one H100."})
     assert [t.text for t in tiles][:1] == ["141 GB"]
+
+
+def test_compare_shows_deltas_ratios_words_and_both_figures(client: Any) -> None:
+    a = _stored_run(client, "block-quantize", {"format": "nvfp4", "seed": 1})
+    b = _stored_run(client, "block-quantize", {"format": "mxfp4", "seed": 1})
+    page = client.get(f"/runs/compare?a={a}&b={b}")
+    assert page.status_code == 200
+    soup = BeautifulSoup(page.text, "html.parser")
+    tiles = soup.select_one("table.compare-tiles")
+    assert tiles is not None
+    rows = {tr.th.get_text(strip=True): tr for tr in tiles.select("tbody tr")}
+    bits = [td.get_text(strip=True) for td in rows["Bits per value"].select("td")]
+    assert bits[0] == "4.5 bits" and bits[1] == "4.25 bits"
+    assert bits[2].startswith("-0.25") and bits[3].endswith("×")  # B − A and B ÷ A
+    # Both runs' lead figures (block 0 on the E2M1 grid) side by side.
+    leads = soup.select(".compare-figures figure.plot img")
+    assert len(leads) == 2 and {img["src"].split("/")[2] for img in leads} == {a, b}
+    # Words, not snake_case keys; the key stays in the row's title.
+    labels = [th.get_text(strip=True) for th in soup.select("table.compare tbody th")]
+    assert "Metrics › SQNR dB" in labels and not any("_" in x for x in labels)
+    assert soup.select_one("details.compare-same") is not None
+    assert not soup.select("[style]")
+
+
+def test_human_labels() -> None:
+    from app.runs.views import DiffRow, human_label
+
+    assert human_label("metrics.sqnr_db") == "Metrics › SQNR dB"
+    assert human_label("first_blocks.0.scale") == "First blocks › #1 › scale"
+    assert human_label("kv_bytes_per_token") == "KV bytes per token"
+    row = DiffRow("x", 2, 3)
+    assert (row.delta, row.ratio) == (1.0, 1.5)
+    assert DiffRow("x", True, False).delta is None and DiffRow("x", 0, 1).ratio is None
