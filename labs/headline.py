@@ -143,18 +143,58 @@ def lookup(result: Result, path: str) -> Any:
     return node
 
 
+# Words a snake_case key spells in lower case that a person writes otherwise.
+WORDS = {
+    "sqnr": "SQNR", "mse": "MSE", "rmse": "RMSE", "db": "dB", "gb": "GB", "gib": "GiB",
+    "mib": "MiB", "kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "cuda": "CUDA",
+    "nbytes": "stored bytes", "numel": "values", "absmax": "absmax", "bf16": "bf16",
+    "fp32": "fp32", "fp8": "fp8", "oom": "OOM", "rss": "RSS", "mib_per_sequence": "MiB",
+    "pct": "%", "qmax": "qmax", "amax": "amax", "nf4": "NF4", "lora": "LoRA", "s": "s",
+}  # fmt: skip
+
+
+def human_label(key: str) -> str:
+    """A flattened result key as words: ``metrics.sqnr_db`` → 'metrics › SQNR dB',
+    ``first_blocks.0.scale`` → 'first blocks › #1 › scale'."""
+    parts = []
+    for part in key.split("."):
+        if part.isdigit():
+            parts.append(f"#{int(part) + 1}")
+            continue
+        words = [WORDS.get(w, w) for w in part.split("_")]
+        text = " ".join(words)
+        parts.append(text[:1].upper() + text[1:] if not parts else text)
+    return " › ".join(parts)
+
+
 def from_outputs(result: Result, outputs: Sequence[tuple[str, str]]) -> list[Tile]:
     """The default headline: a lab's ``numeric_outputs`` (the values a learner can
     predict), then its other top-level numbers, up to MAX_TILES."""
     tiles = [
-        tile(key.replace("_", " ").capitalize(), result[key], unit, key=key)
+        _output_tile(key, result[key], unit)
         for key, unit in outputs
         if key in result and result[key] is not None
     ]
     if not tiles:
         tiles = [
-            tile(key.replace("_", " ").capitalize(), v, key=key)
+            tile(human_label(key), v, key=key)
             for key, v in result.items()
             if isinstance(v, int | float) and not isinstance(v, bool)
         ]
     return tiles[:MAX_TILES]
+
+
+# Unit words a key ends with that the tile's unit already says.
+_UNIT_SUFFIXES = (" GB", " GiB", " MiB", " bytes")
+
+
+def _output_tile(key: str, value: Any, unit: str) -> Tile:
+    """A numeric output as a tile: a fraction reads as a percentage, and the label drops
+    a unit the value carries ('Weights resident GB' → 'Weights resident')."""
+    label = human_label(key)
+    for suffix in _UNIT_SUFFIXES:
+        if label.endswith(suffix) and unit.startswith(suffix.strip()):
+            label = label.removesuffix(suffix)
+    if unit == "fraction" and isinstance(value, int | float):
+        return tile(label, value * 100, "%", key=key)
+    return tile(label, value, unit, key=key)

@@ -10,6 +10,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from labs.headline import human_label
+
 # Values shown in a table cell before "…"; long lists (codes, histograms) are cut.
 MAX_LIST_SHOWN = 16
 MAX_TEXT_SHOWN = 200
@@ -94,30 +96,6 @@ class DiffRow:
 
 def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-# Words a snake_case key spells in lower case that a person writes otherwise.
-WORDS = {
-    "sqnr": "SQNR", "mse": "MSE", "rmse": "RMSE", "db": "dB", "gb": "GB", "gib": "GiB",
-    "mib": "MiB", "kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "cuda": "CUDA",
-    "nbytes": "stored bytes", "numel": "values", "absmax": "absmax", "bf16": "bf16",
-    "fp32": "fp32", "fp8": "fp8", "oom": "OOM", "rss": "RSS", "mib_per_sequence": "MiB",
-    "pct": "%", "qmax": "qmax", "amax": "amax", "nf4": "NF4", "lora": "LoRA", "s": "s",
-}  # fmt: skip
-
-
-def human_label(key: str) -> str:
-    """A flattened result key as words: ``metrics.sqnr_db`` → 'metrics › SQNR dB',
-    ``first_blocks.0.scale`` → 'first blocks › #1 › scale'."""
-    parts = []
-    for part in key.split("."):
-        if part.isdigit():
-            parts.append(f"#{int(part) + 1}")
-            continue
-        words = [WORDS.get(w, w) for w in part.split("_")]
-        text = " ".join(words)
-        parts.append(text[:1].upper() + text[1:] if not parts else text)
-    return " › ".join(parts)
 
 
 def diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[DiffRow]:

@@ -93,11 +93,13 @@ def test_block_quantize_runs_end_to_end(live: Stack) -> None:
     assert len(figures) == len(plots) and all(f.select_one("img[src$='.svg']") for f in figures)
     data_tables = [f.select_one("details table") for f in figures]
     assert all(t is not None for t in data_tables)
-    assert all(
-        len(t.select("tbody tr")) >= 40
+    # The two histograms' tables: one row per bin (plus any beyond the range shown).
+    hist_tables = [
+        t
         for t, f in zip(data_tables, figures, strict=True)
-        if "values" in f.get_text()
-    )
+        if f.figcaption.get_text().startswith(("Your tensor's values", "Error of each value"))
+    ]
+    assert len(hist_tables) == 2 and all(len(t.select("tbody tr")) >= 40 for t in hist_tables)
     assert not page.select("#run [style]")  # the CSP forbids inline styles
     # The htmx stream: HTML fragments per event, then `end`.
     events = read_sse(c, f"/runs/{run_id}/stream")
