@@ -37,9 +37,11 @@ THEME: dict[str, tuple[str, str, str]] = {
     "c2": ("#050607", "#c2410c", "#fb923c"),
     "c3": ("#060708", "#146c2e", "#6fd38a"),
     "c4": ("#070809", "#8a6d00", "#f0c060"),
+    "c5": ("#08090a", "#6d3fb5", "#c4a5f5"),
+    "c6": ("#090a0b", "#0f766e", "#5eead4"),
 }
-FG, MUTED, LINE, C1, C2, C3, C4 = (THEME[k][0] for k in THEME)
-SERIES = (C1, C2, C3, C4, MUTED)
+FG, MUTED, LINE, C1, C2, C3, C4, C5, C6 = (THEME[k][0] for k in THEME)
+SERIES = (C1, C2, C3, C4, C5, C6, MUTED)
 
 _RC: dict[str, Any] = {
     "svg.fonttype": "none",

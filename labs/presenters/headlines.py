@@ -29,7 +29,7 @@ def granularity_compare(r: Result) -> list[Tile]:
             r["sqnr_db_tensor"],
             "dB",
             key="sqnr_db_tensor",
-            means="one outlier sets the step for every value",
+            means="the largest |value| sets the step of every value",
         ),
         tile(
             "SQNR, one scale per 32 values",

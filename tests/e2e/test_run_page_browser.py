@@ -99,3 +99,29 @@ def test_compare_page_at_both_sizes(browser: Browser, lab_stack, bq_run: str, si
     expect(page.locator(".compare-figures figure.plot img")).to_have_count(2)
     page.screenshot(path=str(_shots() / f"compare-block-quantize-{size}.png"), full_page=True)
     context.close()
+
+
+@pytest.mark.parametrize("lab", ["memory-budget", "kv-capacity", "granularity-compare"])
+def test_other_curated_labs_lead_with_tiles_and_a_figure(
+    browser: Browser, lab_stack, lab: str
+) -> None:  # type: ignore[no-untyped-def]
+    c = lab_stack.learner()
+    r = c.post(f"/api/labs/{lab}/runs", json={})
+    run = wait_final(c, r.json()["id"], timeout=120)
+    assert run["status"] == "succeeded", run["error"]
+    for size, (width, height) in SIZES.items():
+        context = browser.new_context(viewport={"width": width, "height": height})
+        context.add_cookies(
+            [{"name": "lowbit_session", "value": c.cookies["lowbit_session"], "url": lab_stack.url}]
+        )
+        page = context.new_page()
+        page.goto(f"{lab_stack.url}/runs/{run['id']}")
+        expect(page.locator(".tiles .tile").first).to_be_visible()
+        lead = page.locator(".lead-figure figure.plot img")
+        lead.scroll_into_view_if_needed()
+        expect(lead).to_have_js_property("complete", True)
+        assert lead.evaluate("i => i.naturalWidth") > 0
+        assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(_shots() / f"run-{lab}-{size}.png"), full_page=True)
+        context.close()
