@@ -147,9 +147,8 @@ def lookup(result: Result, path: str) -> Any:
 WORDS = {
     "sqnr": "SQNR", "mse": "MSE", "rmse": "RMSE", "db": "dB", "gb": "GB", "gib": "GiB",
     "mib": "MiB", "kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "cuda": "CUDA",
-    "nbytes": "stored bytes", "numel": "values", "absmax": "absmax", "bf16": "bf16",
-    "fp32": "fp32", "fp8": "fp8", "oom": "OOM", "rss": "RSS", "mib_per_sequence": "MiB",
-    "pct": "%", "qmax": "qmax", "amax": "amax", "nf4": "NF4", "lora": "LoRA", "s": "s",
+    "nbytes": "stored bytes", "numel": "values", "oom": "OOM", "rss": "RSS", "pct": "%",
+    "nf4": "NF4", "lora": "LoRA", "int8": "int8", "fp8": "fp8",
 }  # fmt: skip
 
 
@@ -161,9 +160,11 @@ def human_label(key: str) -> str:
         if part.isdigit():
             parts.append(f"#{int(part) + 1}")
             continue
-        words = [WORDS.get(w, w) for w in part.split("_")]
-        text = " ".join(words)
-        parts.append(text[:1].upper() + text[1:] if not parts else text)
+        first, *rest = part.split("_")
+        text = " ".join([WORDS.get(w, w) for w in (first, *rest)])
+        # A sentence starts with a capital, unless its first word is spelled on purpose.
+        capital = not parts and first not in WORDS
+        parts.append(text[:1].upper() + text[1:] if capital else text)
     return " › ".join(parts)
 
 
