@@ -7,12 +7,14 @@ parameters and list labs without paying for (or risking) a torch import.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from labs.headline import MAX_TILES, Tile, from_outputs
 
 
 class NeedsGPU(StrEnum):
@@ -102,10 +104,25 @@ class Lab:
     time_limit_s: float = 60.0
     memory_limit_mb: int = 2048
     numeric_outputs: tuple[tuple[str, str], ...] = ()  # (result key, unit) a learner can predict
+    # The run page's headline tiles from the stored result (labs.headline); None: the
+    # numeric outputs.
+    headline: Callable[[Mapping[str, Any]], list[Tile]] | None = None
 
     @property
     def queue(self) -> str:
         return "gpu" if self.needs_gpu is NeedsGPU.required else "cpu"
+
+    def tiles(self, result: Mapping[str, Any] | None) -> list[Tile]:
+        """The headline tiles of a stored result. A result stored before its lab's
+        headline changed may lack a key: it then falls back to the numeric outputs."""
+        if not result:
+            return []
+        if self.headline is not None:
+            try:
+                return self.headline(result)[:MAX_TILES]
+            except (KeyError, IndexError, TypeError, ValueError):
+                pass
+        return from_outputs(result, self.numeric_outputs)
 
     def params_schema(self) -> dict[str, Any]:
         return self.params.model_json_schema()

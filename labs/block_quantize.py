@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_validator, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.headline import Tile, readable, tile
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -40,6 +41,13 @@ OUTLIER_SCALE = 50.0
 SHOWN_BLOCKS = 4
 SHOWN_ELEMENTS_PER_BLOCK = 32
 HISTOGRAM_BINS = 40
+# Outliers in a histogram: when the full range is over OUTLIER_RANGE_RATIO times the
+# central (1 - 2·CENTRAL_TAIL) range, only that range (plus a margin) is binned and
+# the values beyond it are counted apart. Percentiles come from a strided sample.
+CENTRAL_TAIL = 0.001
+OUTLIER_RANGE_RATIO = 3.0
+CENTRAL_MARGIN = 0.1
+HISTOGRAM_SAMPLE = 1 << 16
 BITS_PER_BYTE = 8
 FP32_BITS = 32
 BF16_BITS = 16
@@ -159,8 +167,15 @@ class ErrorMetrics(BaseModel):
 
 
 class Histogram(BaseModel):
+    """Counts over ``edges``; where a few far values would squash the rest into two
+    bars, the edges span the central values and ``below``/``above`` count the rest."""
+
     edges: list[float]
     counts: list[int]
+    below: int = Field(default=0, description="Values left of the first edge")
+    above: int = Field(default=0, description="Values right of the last edge")
+    min: float | None = Field(default=None, description="The smallest value, shown or not")
+    max: float | None = Field(default=None, description="The largest value, shown or not")
 
 
 class BlockQuantizeResult(LabResult):
@@ -231,11 +246,28 @@ def _valid(layout: Any, flat: bool, device: Any) -> torch.Tensor:
     )
 
 
+def _central_range(v: torch.Tensor) -> tuple[float, float]:
+    """The range the histogram shows: all of ``v`` unless its extremes lie far beyond
+    the central 99.8 % (outliers), then that central range widened by a margin."""
+
+    lo, hi = float(v.min()), float(v.max())
+    sample = v[:: max(1, v.numel() // HISTOGRAM_SAMPLE)].sort().values
+    n = sample.numel()
+    c_lo = float(sample[int(n * CENTRAL_TAIL)])
+    c_hi = float(sample[min(n - 1, int(n * (1 - CENTRAL_TAIL)))])
+    span = c_hi - c_lo
+    if span <= 0 or (hi - lo) <= OUTLIER_RANGE_RATIO * span:
+        return lo, hi
+    margin = CENTRAL_MARGIN * span
+    return max(lo, c_lo - margin), min(hi, c_hi + margin)
+
+
 def _histogram(values: torch.Tensor) -> Histogram:
     import torch
 
     v = values.float()
-    lo, hi = float(v.min()), float(v.max())
+    vmin, vmax = float(v.min()), float(v.max())
+    lo, hi = _central_range(v)
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
     counts = torch.histc(v, bins=HISTOGRAM_BINS, min=lo, max=hi)
@@ -243,6 +275,10 @@ def _histogram(values: torch.Tensor) -> Histogram:
     return Histogram(
         edges=[lo + i * step for i in range(HISTOGRAM_BINS + 1)],
         counts=[int(c) for c in counts.tolist()],
+        below=int((v < lo).sum()),
+        above=int((v > hi).sum()),
+        min=vmin,
+        max=vmax,
     )
 
 
@@ -262,6 +298,8 @@ def _two_level_scale(fields: Mapping[str, torch.Tensor], b: int) -> str | None:
 
 
 def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
+    from labs.presenters.block_quantize import present
+
     result = quantize_blocks(params, ctx.device)
     present(result, params, ctx)
     return result
@@ -351,56 +389,48 @@ def quantize_blocks(params: BlockQuantizeParams, device: str) -> BlockQuantizeRe
     )
 
 
-def present(r: BlockQuantizeResult, params: BlockQuantizeParams, ctx: Context) -> None:
-    """Block 0 value by value, the first blocks' scales, the metrics and two histograms."""
-    rows, cols = r.shape
-    ctx.progress(0.05, "making the tensor")
-    ctx.log(
-        f"x: {params.distribution} {rows}×{cols} float32 on {r.device} (seed {params.seed}); format {params.format}"
-    )
-    ctx.progress(0.25, f"quantizing to {params.format}")
-    ctx.progress(0.6, "measuring the error")
-    first = r.first_blocks[0]
-    ctx.table(
-        f"block 0: {len(first.values)} values, scale {first.scale:.6g}",
-        ["i", "value", "code", "dequantized", "error"],
-        [
-            [i, v, c, d, d - v]
-            for i, (v, c, d) in enumerate(
-                zip(first.values, first.codes, first.dequantized, strict=True)
-            )
-        ],
-    )
-    ctx.table(
-        "first blocks",
-        ["block", "stored scale", "effective scale", "absmax", "max |error|"],
-        [
-            [
-                bv.index,
-                bv.stored or bv.scale,
-                bv.effective_scale,
-                max(abs(v) for v in bv.values),
-                max(abs(d - v) for v, d in zip(bv.values, bv.dequantized, strict=True)),
-            ]
-            for bv in r.first_blocks
-        ],
-    )
-    m = r.metrics
-    ctx.metric("bits_per_value", r.bits_per_value, "bits", "bits per value (scales included)")
-    ctx.metric("nbytes", float(r.nbytes), "bytes", "stored bytes")
-    if m.sqnr_db is not None:
-        ctx.metric("sqnr_db", m.sqnr_db, "dB", "SQNR")
-    ctx.metric("rmse", m.rmse, "", "RMS error")
-    ctx.metric("clipped_fraction", m.clipped_fraction * 100, "%", "values clipped")
-    ctx.progress(0.8, "histograms")
-    for name, label in (("values", "value"), ("errors", "dequantized − value")):
-        # Data only: the page draws the bars itself (fast, and styled by the page).
-        ctx.plot(
-            f"{name} ({params.format})",
-            "",
-            {"kind": "histogram", "x_label": label, **r.histograms[name].model_dump()},
-        )
-    ctx.progress(1.0, "done")
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """Bits per value, stored bytes, SQNR, rounding vs clipping MSE and % clipped."""
+    m = r["metrics"]
+    share = m["clipping_mse"] / m["mse"] if m["mse"] > 0 else 0.0
+    return [
+        tile(
+            "Bits per value",
+            r["bits_per_value"],
+            "bits",
+            key="bits_per_value",
+            means=f"scales included; {r['compression_vs_bf16']:.1f}× smaller than bf16 (16 bits)",
+        ),
+        tile(
+            "Stored bytes",
+            r["nbytes"],
+            "bytes",
+            key="nbytes",
+            means=f"payload and scales of {r['numel']:,} values",
+        ),
+        tile(
+            "SQNR",
+            m["sqnr_db"],
+            "dB",
+            key="metrics.sqnr_db",
+            means="signal over error power; each extra bit buys about 6 dB",
+        ),
+        Tile(
+            label="Rounding vs clipping MSE",
+            text=f"{readable(m['rounding_mse'])} vs {readable(m['clipping_mse'])}",
+            exact=f"rounding {m['rounding_mse']!r}, clipping {m['clipping_mse']!r}",
+            means=f"{share:.0%} of the squared error comes from clipping",
+            key="metrics.rounding_mse",
+        ),
+        tile(
+            "Values clipped",
+            m["clipped_fraction"] * 100,
+            "%",
+            key="metrics.clipped_fraction",
+            means=f"{m['clipped']:,} values beyond their block's range",
+            tone="warn" if m["clipped"] else "",
+        ),
+    ]
 
 
 LAB = Lab(
@@ -413,4 +443,5 @@ LAB = Lab(
     time_limit_s=120.0,
     memory_limit_mb=2048,
     numeric_outputs=(("bits_per_value", "bits"), ("nbytes", "bytes")),
+    headline=headline,
 )

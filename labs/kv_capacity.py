@@ -38,6 +38,7 @@ from labs.memory import (
     gib,
 )
 from labs.models import ModelConfig, get_model
+from labs.presenters import headlines
 
 # vLLM's default share of device memory for weights + activations + KV cache.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -337,12 +338,37 @@ def size(params: Params) -> Sizing:
     return Sizing(result, cap, fp8, _curves(p, model, gpu))
 
 
+def _memory_figure(r: Result, p: Params, gpu: GPU, ctx: Context) -> None:
+    from labs.charts import memory_plot
+
+    capacity = memory.gpu_capacity_bytes(gpu, p.capacity_basis)
+    in_use = min(r.allocated_blocks_at_peak * r.block_bytes, max(0, r.pool_bytes_per_gpu))
+    memory_plot(
+        ctx,
+        f"Memory of one {gpu.name}",
+        {
+            "per GPU": [
+                (f"weights ({p.weight_format})", float(r.weights_bytes_per_gpu)),
+                ("runtime overhead", p.overhead_gb * memory.BYTES_PER_GB),
+                ("KV blocks in use at peak", float(in_use)),
+                ("KV pool, unused", float(max(0, r.pool_bytes_per_gpu) - in_use)),
+            ]
+        },
+        capacity,
+        caption=f"vLLM takes {p.gpu_memory_utilization:.0%} of the GPU (the rest is kept back); after the weights and "
+        f"overhead, {r.pool_gb_per_gpu:.1f} GB hold {r.total_blocks:,} KV blocks of "
+        f"{p.block_size} tokens: {r.max_concurrent_requests:,} requests at once. GB = 10⁹ bytes.",
+        rest_label="kept back",
+    )
+
+
 def present(sizing: Sizing, p: Params, ctx: Context) -> None:
     """The two pools side by side, the block states, the metrics, one figure, the notes."""
     r, cap, fp8 = sizing.result, sizing.capacity, sizing.fp8
     model, gpu = get_model(r.model), get_gpu(r.gpu)
     ctx.progress(0.1, "sizing the block pool")
     ctx.progress(0.5, "estimating time in service")
+    _memory_figure(r, p, gpu, ctx)
     ctx.table(
         f"Paged KV cache on {p.tensor_parallel} × {gpu.name}",
         ["", p.kv_dtype + " KV", "fp8 KV"],
@@ -438,4 +464,5 @@ LAB = Lab(
         ("max_concurrent_requests", "requests"),
         ("fp8_max_concurrent_requests", "requests"),
     ),
+    headline=headlines.kv_capacity,
 )

@@ -23,6 +23,7 @@ from labs.memory import (
     gib,
 )
 from labs.models import TPRule, get_model, param_counts, tensor_groups
+from labs.presenters import headlines
 
 MAX_BATCH = 4096
 
@@ -196,11 +197,34 @@ def budget(params: Params) -> Result:
     )
 
 
+def _memory_figure(r: Result, params: Params, ctx: Context) -> None:
+    from labs.charts import memory_plot
+
+    gpu = get_gpu(r.gpu)
+    verdict = "fits" if r.fits else f"does not fit (over by {-r.headroom_gb_per_gpu:.1f} GB)"
+    memory_plot(
+        ctx,
+        f"Does it fit? One {gpu.name}, TP {r.tensor_parallel}",
+        {
+            f"per GPU, TP {r.tensor_parallel}": [
+                (f"weights ({params.weight_format})", r.weights_bytes_per_gpu),
+                (f"KV cache ({params.kv_dtype})", r.kv_cache_bytes_per_gpu),
+                ("runtime overhead", r.overhead_bytes_per_gpu),
+            ]
+        },
+        r.gpu_capacity_bytes,
+        caption=f"Per GPU: {r.total_gb_per_gpu:.1f} GB needed against {r.gpu_capacity_gb:.0f} GB "
+        f"on one {gpu.name}: it {verdict}. KV cache for {params.batch} × "
+        f"{params.context_tokens} tokens. GB = 10⁹ bytes.",
+    )
+
+
 def present(r: Result, params: Params, ctx: Context) -> None:
     """The weights and per-GPU tables, the headline metrics, one chart and the verdict."""
     model, gpu, tp = get_model(r.model), get_gpu(r.gpu), r.tensor_parallel
     ctx.progress(0.1, "counting parameters")
     ctx.progress(0.5, "finding the smallest tensor-parallel size that fits")
+    _memory_figure(r, params, ctx)
     ctx.table(
         "Weights by tensor kind",
         ["tensor kind", "parameters", "sharding", "GB total", f"GB per GPU (TP {tp})"],
@@ -324,4 +348,5 @@ LAB = Lab(
         ("headroom_gb_per_gpu", "GB"),
         ("min_tensor_parallel", "GPUs"),
     ),
+    headline=headlines.memory_budget,
 )

@@ -48,6 +48,7 @@ from labs.memory import (
     gib,
 )
 from labs.models import ModelConfig, get_model, linear_shapes, tensor_groups
+from labs.presenters import headlines
 
 NF4_BITS = 4
 DQ_ABSMAX_BYTES = 1  # double quantization: absmax stored as 8-bit codes
@@ -376,12 +377,34 @@ def budget(params: Params) -> Result:
     )
 
 
+# The memory bar names the largest components; the rest are summed as "other".
+MEMORY_BAR_PARTS = 4
+
+
+def _memory_figure(r: Result, gpu_name: str, ctx: Context) -> None:
+    from labs.charts import memory_plot
+
+    parts = sorted(r.components, key=lambda c: c.bytes, reverse=True)
+    shown = [(c.name, float(c.bytes)) for c in parts[:MEMORY_BAR_PARTS]]
+    rest = sum(c.bytes for c in parts[MEMORY_BAR_PARTS:])
+    verdict = "fits" if r.fits else f"does not fit (over by {-r.headroom_gb:.1f} GB)"
+    memory_plot(
+        ctx,
+        f"Does QLoRA fit on one {gpu_name}?",
+        {"training step": shown + ([("other", float(rest))] if rest else [])},
+        r.gpu_capacity_bytes,
+        caption=f"{r.total_gb:.1f} GB needed against {r.gpu_capacity_gb:.0f} GB: it {verdict}. "
+        "The table below lists every component. GB = 10⁹ bytes.",
+    )
+
+
 def present(r: Result, p: Params, ctx: Context) -> None:
     """The memory table, the headline metrics, one bar chart and the notes."""
     model, gpu = get_model(r.model), get_gpu(r.gpu)
     ctx.progress(0.1, "quantizing the base weights (on paper)")
     ctx.progress(0.4, "sizing activations")
     total, capacity = r.total_bytes, r.gpu_capacity_bytes
+    _memory_figure(r, gpu.name, ctx)
     ctx.table(
         f"QLoRA memory on {gpu.name} (GB = 1e9 B, GiB = 2^30 B)",
         ["component", "bytes", "GB", "GiB", "detail"],
@@ -465,4 +488,5 @@ LAB = Lab(
         ("headroom_gb", "GB"),
         ("max_micro_batch", "sequences"),
     ),
+    headline=headlines.qlora_budget,
 )

@@ -28,6 +28,7 @@ from typing import Literal
 from labs import memory
 from labs.base import Context, Lab, NeedsGPU
 from labs.hardware.host_memory import reset_peak_rss, rss_bytes, trim_heap
+from labs.presenters import headlines
 from labs.presenters.vram_observe import present
 from labs.vram.models import (  # noqa: F401 - the lab's models and limits, by its name
     CPU_WARMUP_SIZE,
@@ -53,6 +54,10 @@ from labs.vram.probe import (  # noqa: F401 - the measuring tools, by the lab's 
 )
 
 # --- the lab -----------------------------------------------------------------
+
+# RSS moves in pages and heap arenas: a later batch's activation peak may sit this
+# much below an earlier one's and still count as growing.
+CPU_RSS_NOISE_BYTES = 2 * MIB
 
 
 @dataclass
@@ -204,7 +209,8 @@ def measure_dtype(
     rows.sort(key=lambda r: r.batch)
 
     fit = fit_line([(r.batch, r.peak_bytes) for r in rows if r.ok])
-    slope = fit[1] if fit and fit[1] > 0 else None
+    measured = cuda or rss_grows_with_batch(rows)
+    slope = fit[1] if fit and fit[1] > 0 and measured else None
     projected = max(0, int((dev.cap - fit[0]) / fit[1])) if fit and slope else None
     del weights, fwd, probe
     gc.collect()
@@ -222,8 +228,45 @@ def measure_dtype(
             first_oom_batch=first_oom,
             oom_message=oom_message,
             oom_search=how,
+            activations_measured=measured,
         ),
         rows,
+    )
+
+
+def rss_grows_with_batch(rows: list[Measurement]) -> bool:
+    """Whether host-RSS activation peaks rise with the batch, as activations must. On a
+    CPU they often do not (a freed forward's pages stay in the heap and the next, larger
+    batch reuses them), and a number that falls as the batch grows would mislead."""
+    ok = sorted((r for r in rows if r.ok), key=lambda r: r.batch)
+    peaks = [r.activation_peak_bytes for r in ok]
+    return (
+        len(peaks) >= 2
+        and peaks[-1] > peaks[0]
+        and all(b >= a - CPU_RSS_NOISE_BYTES for a, b in zip(peaks, peaks[1:], strict=False))
+    )
+
+
+def cpu_finding(summaries: list[DtypeSummary]) -> str:
+    """What a CPU run can and cannot measure, said before any number."""
+    unmeasured = [s.dtype for s in summaries if not s.activations_measured]
+    acts = (
+        f" Activations could not be measured for {', '.join(unmeasured)}: the process's RSS "
+        "peaks did not grow with the batch (the heap reuses memory freed by the previous "
+        "forward), so no per-sequence figure is shown for them."
+        if unmeasured
+        else " Activations are RSS peaks, coarse to a few MiB."
+    )
+    if len(summaries) > 1:
+        acts += (
+            " CPU kernels may compute half-precision dtypes through fp32 temporaries, so "
+            "their activations need not be half of fp32's as they would be on a GPU."
+        )
+    return (
+        "This run used the CPU, so it measures host memory (this process's RSS), not GPU "
+        "memory. It can show the weights' bytes per dtype and the speed; it cannot show VRAM, "
+        "the CUDA allocator's cache, the CUDA context or an out-of-memory point. Run it on a "
+        "GPU worker for those." + acts
     )
 
 
@@ -252,6 +295,7 @@ def _result(
         largest_batch=first.largest_fit_batch,
         cuda_context_mib=None if context is None else context / MIB,
         notes=notes,
+        finding=None if dev.kind == "cuda" else cpu_finding(summaries),
     )
 
 
@@ -323,4 +367,5 @@ LAB = Lab(
         ("largest_batch", "sequences"),
         ("cuda_context_mib", "MiB"),
     ),
+    headline=headlines.vram_observe,
 )

@@ -38,11 +38,17 @@ from app.deps import (
     get_own_run,
 )
 from app.runs import store
-from app.runs.service import HISTORY_LIMIT, OUTPUT_KINDS, lab_title, run_context, start_run
-from app.runs.views import diff, format_params, format_value, histogram_svg, sse
+from app.runs.service import (
+    HISTORY_LIMIT,
+    OUTPUT_KINDS,
+    compare_context,
+    run_context,
+    start_run,
+)
+from app.runs.views import format_params, format_value, histogram_svg, sse
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
-from labs.plots import sanitize_svg
+from labs.plots import sanitize_svg, themed
 
 router = routes.router(tags=["runs"])
 
@@ -284,31 +290,7 @@ def run_compare(
     a, b = (get_own_run(i, session, learner) for i in ids)
     if a.lab_id != b.lab_id:
         raise HTTPException(422, "Only runs of the same lab can be compared.")
-    return render(
-        request,
-        "runs/compare.html",
-        {
-            "a": a,
-            "b": b,
-            "lab_title": lab_title(labs, a.lab_id),
-            "params": diff(a.params, b.params),
-            "results": diff(a.result, b.result),
-            "summary": diff(
-                {
-                    "status": a.status,
-                    "duration (s)": a.duration_s,
-                    "error": a.error,
-                    "device": (a.environment or {}).get("device"),
-                },
-                {
-                    "status": b.status,
-                    "duration (s)": b.duration_s,
-                    "error": b.error,
-                    "device": (b.environment or {}).get("device"),
-                },
-            ),
-        },
-    )
+    return render(request, "runs/compare.html", compare_context(session, labs, a, b))
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -366,7 +348,7 @@ def run_plot(run: RunDep, seq: Seq, session: SessionDep) -> Response:
     if event is None or not event.data.get("svg"):
         raise HTTPException(404, "No such plot.")
     return Response(
-        sanitize_svg(str(event.data["svg"])),
+        themed(sanitize_svg(str(event.data["svg"]))),
         media_type="image/svg+xml",
         headers={"Cache-Control": "private, max-age=86400"},
     )

@@ -3,6 +3,7 @@ HTTP layer (app.routes) and the run store, so no router imports another."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ from app.db import Run, RunShare
 from app.runs import store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
-from app.runs.views import latest_progress
+from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress
 from app.settings import Settings
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
@@ -66,13 +67,16 @@ def run_context(
         for r in store.list_runs(session, run.learner_id, run.lab_id, limit=HISTORY_LIMIT)
         if r.id != run.id
     ]
+    outputs = [e for e in events if e["kind"] in OUTPUT_KINDS]
     return {
         "run": run,
         "lab": lab,
+        "tiles": lab.tiles(run.result) if lab is not None and run.is_final else [],
+        "body": arrange_outputs(outputs),
         "lab_title": lab.title if lab else run.lab_id,
         "events": events,
         "logs": [e for e in events if e["kind"] == "log"],
-        "outputs": [e for e in events if e["kind"] in OUTPUT_KINDS],
+        "outputs": outputs,
         "progress": latest_progress(events),
         "last_seq": events[-1]["seq"] if events else 0,
         "active": not run.is_final,
@@ -90,3 +94,77 @@ def lab_title(labs: LabCatalogue, lab_id: str) -> str:
     """The lab's title, or its id for a lab this deployment no longer offers."""
     lab = labs.get(lab_id)
     return lab.title if lab else lab_id
+
+
+def _plots(session: Session, run: Run) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A run's lead figure and all its figures, in order."""
+    events = [store.event_json(e) for e in store.events_after(session, run.id)]
+    body = arrange_outputs([e for e in events if e["kind"] in OUTPUT_KINDS])
+    return body.lead, [e for e in events if e["kind"] == "plot"]
+
+
+def _figure_kind(e: dict[str, Any]) -> str:
+    """A figure's title without what names the run (the format in parentheses, the
+    element type), so the same figure of two runs pairs up."""
+    return re.sub(r"\s*\([^)]*\)|\b(E\dM\d|int\d+)\b", "", str(e["data"].get("title", "")))
+
+
+def paired_figures(session: Session, a: Run, b: Run) -> list[dict[str, Any] | None]:
+    """The same figure of both runs: a's lead where b has it too, else the first
+    figure both have, else each run's own lead."""
+    (lead_a, plots_a), (lead_b, plots_b) = _plots(session, a), _plots(session, b)
+    kinds_b = {_figure_kind(e): e for e in plots_b}
+    ordered = ([lead_a] if lead_a else []) + plots_a
+    for e in ordered:
+        if _figure_kind(e) in kinds_b:
+            return [e, kinds_b[_figure_kind(e)]]
+    return [lead_a, lead_b]
+
+
+def _tile_rows(lab: Lab | None, a: Run, b: Run) -> list[dict[str, Any]]:
+    """The lab's headline tiles of both runs, matched by label, with b − a and b / a of
+    the numbers the tiles show (in the tiles' unit)."""
+    if lab is None:
+        return []
+    ta = {t.label: t for t in lab.tiles(a.result)}
+    tb = {t.label: t for t in lab.tiles(b.result)}
+    rows = []
+    for label in list(ta) + [k for k in tb if k not in ta]:
+        x, y = ta.get(label), tb.get(label)
+        row = DiffRow(label, x.value if x else None, y.value if y else None)
+        unit = x.unit if x else (y.unit if y else "")
+        rows.append(
+            {"label": label, "a": x, "b": y, "delta": row.delta, "ratio": row.ratio, "unit": unit}
+        )
+    return rows
+
+
+def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dict[str, Any]:
+    """What ``runs/compare.html`` shows: headline tiles side by side with deltas and
+    ratios, both lead figures, then the parameters and results that differ (and those
+    that do not, apart)."""
+    lab = labs.get(a.lab_id)
+    results = diff(a.result, b.result)
+    differ = [r for r in results if not r.same]
+    return {
+        "a": a,
+        "b": b,
+        "lab_title": lab.title if lab else a.lab_id,
+        "tiles": _tile_rows(lab, a, b),
+        "leads": list(zip((a, b), paired_figures(session, a, b), strict=True)),
+        "params": diff(a.params, b.params),
+        # Numbers and words first; element-by-element lists apart (they bury the rest).
+        "results": [r for r in differ if not isinstance(r.a or r.b, list | dict)],
+        "results_lists": [r for r in differ if isinstance(r.a or r.b, list | dict)],
+        "results_same": [r for r in results if r.same],
+        "summary": diff(_summary(a), _summary(b)),
+    }
+
+
+def _summary(run: Run) -> dict[str, Any]:
+    return {
+        "status": run.status,
+        "duration (s)": run.duration_s,
+        "error": run.error,
+        "device": (run.environment or {}).get("device"),
+    }

@@ -9,6 +9,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from labs.headline import human_label
+
 # Values shown in a table cell before "…"; long lists (codes, histograms) are cut.
 MAX_LIST_SHOWN = 16
 MAX_TEXT_SHOWN = 200
@@ -92,12 +94,61 @@ class DiffRow:
     def same(self) -> bool:
         return self.a == self.b
 
+    @property
+    def label(self) -> str:
+        return human_label(self.key)
+
+    @property
+    def delta(self) -> float | None:
+        """b − a for two numbers (not booleans), else None."""
+        if _number(self.a) and _number(self.b) and not self.same:
+            return float(self.b) - float(self.a)
+        return None
+
+    @property
+    def ratio(self) -> float | None:
+        """b / a for two numbers with a ≠ 0, else None."""
+        if self.delta is not None and float(self.a) != 0:
+            return float(self.b) / float(self.a)
+        return None
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
 
 def diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[DiffRow]:
     """Rows of both flattened dicts in a's key order, then keys only b has."""
     fa, fb = flatten(a or {}), flatten(b or {})
     keys = list(fa) + [k for k in fb if k not in fa]
     return [DiffRow(k, fa.get(k), fb.get(k)) for k in keys]
+
+
+@dataclass(frozen=True)
+class ResultBody:
+    """A finished run's output events in the order its page shows them: notices
+    (what the run could not do) first, the lead figure, tables, the other figures,
+    then the metrics."""
+
+    notices: list[dict[str, Any]]
+    lead: dict[str, Any] | None
+    details: list[dict[str, Any]]
+    figures: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+
+
+def arrange_outputs(outputs: list[dict[str, Any]]) -> ResultBody:
+    """The lead figure is the plot its presenter marked ``lead``, else the first plot."""
+    plots = [e for e in outputs if e["kind"] == "plot"]
+    lead = next((e for e in plots if (e["data"].get("data") or {}).get("lead")), None)
+    lead = lead or (plots[0] if plots else None)
+    return ResultBody(
+        notices=[e for e in outputs if e["kind"] == "notice"],
+        lead=lead,
+        details=[e for e in outputs if e["kind"] == "table"],
+        figures=[e for e in plots if e is not lead],
+        metrics=[e for e in outputs if e["kind"] == "metric"],
+    )
 
 
 def sse(event: str, data: str, event_id: int | None = None) -> str:

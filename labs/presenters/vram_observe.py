@@ -86,13 +86,14 @@ def _measurement_rows(result: Result) -> tuple[list[str], list[list[Any]]]:
         "dtype", "batch", "RSS before (MiB)", "RSS peak (MiB)", "activations (MiB)",
         "seconds", "tokens/s", "CPU cores busy ×100",
     ]  # fmt: skip
+    trusted = {s.dtype for s in result.summaries if s.activations_measured}
     return columns, [
         [
             r.dtype,
             r.batch,
             _mib(r.rss_before_bytes),
             _mib(r.rss_peak_bytes),
-            _mib(r.activation_peak_bytes),
+            _mib(r.activation_peak_bytes) if r.dtype in trusted else "not measurable on a CPU",
             round(r.seconds, 4),
             round(r.tokens_per_s),
             None if r.utilization_pct is None else round(r.utilization_pct),

@@ -137,6 +137,11 @@ class DtypeSummary(BaseModel):
     first_oom_batch: int | None = Field(description="CUDA OOM search: smallest batch that failed")
     oom_message: str | None
     oom_search: str
+    activations_measured: bool = Field(
+        default=True,
+        description="False where the activation figures cannot be trusted: on a CPU, RSS "
+        "peaks that do not grow with the batch (the heap reuses memory freed earlier)",
+    )
 
 
 class GapItem(BaseModel):
@@ -162,3 +167,6 @@ class Result(LabResult):
     )
     cuda_context_mib: float | None
     notes: list[str]
+    finding: str | None = Field(
+        default=None, description="What this run could and could not measure, in one paragraph"
+    )

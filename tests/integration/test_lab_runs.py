@@ -85,19 +85,28 @@ def test_block_quantize_runs_end_to_end(live: Stack) -> None:
     assert res["shape"] == [256, 256] and res["numel"] == 65536
     assert res["bits_per_value"] == 8 * res["nbytes"] / 65536
     assert len(res["first_blocks"][0]["codes"]) == 16
-    assert [e["data"]["data"]["kind"] for e in run["events"] if e["kind"] == "plot"] == [
-        "histogram"
-    ] * 2
+    plots = [e for e in run["events"] if e["kind"] == "plot"]
+    hists = [e for e in plots if e["data"]["data"].get("kind") == "histogram"]
+    assert len(hists) == 2 and all(len(e["data"]["data"]["counts"]) == 40 for e in hists)
     page = BeautifulSoup(c.get(f"/runs/{run_id}").text, "html.parser")
-    charts = page.select("#run-outputs svg.chart")
-    assert len(charts) == 2 and all(len(ch.select("rect")) == 40 for ch in charts)
+    figures = page.select("#run-outputs figure.plot")
+    assert len(figures) == len(plots) and all(f.select_one("img[src$='.svg']") for f in figures)
+    data_tables = [f.select_one("details table") for f in figures]
+    assert all(t is not None for t in data_tables)
+    # The two histograms' tables: one row per bin (plus any beyond the range shown).
+    hist_tables = [
+        t
+        for t, f in zip(data_tables, figures, strict=True)
+        if f.figcaption.get_text().startswith(("Your tensor's values", "Error of each value"))
+    ]
+    assert len(hist_tables) == 2 and all(len(t.select("tbody tr")) >= 40 for t in hist_tables)
     assert not page.select("#run [style]")  # the CSP forbids inline styles
     # The htmx stream: HTML fragments per event, then `end`.
     events = read_sse(c, f"/runs/{run_id}/stream")
     kinds = [e for e, _, _ in events]
     assert kinds[-1] == "end" and "output" in kinds and "log" in kinds
     html = BeautifulSoup("".join(str(d) for e, _, d in events if e == "output"), "html.parser")
-    assert html.select("figure.run-table table") and html.select("svg.chart")
+    assert html.select("figure.run-table table") and html.select("figure.plot img")
 
 
 def test_bad_params_answer_422_per_field_and_enqueue_nothing(live: Stack) -> None:

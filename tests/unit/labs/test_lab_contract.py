@@ -42,8 +42,6 @@ DECLARED: dict[str, NeedsGPU] = {
 # without a driver stops at its finding, before the final progress event.
 EVENT_KINDS = {"progress", "log", "table", "metric", "plot"}
 ENVIRONMENT_LABS = {"gpu-status", "torch-env"}
-# Labs whose plot events carry only data (the run page draws the histogram from it).
-DATA_PLOT_LABS = {"block-quantize"}
 
 
 @pytest.fixture(scope="module", params=sorted(LABS))
@@ -131,7 +129,6 @@ def test_a_default_run_streams_every_event_kind(
     for kind, data in events:
         if kind != "plot":
             continue
-        if lab.id in DATA_PLOT_LABS and not data["svg"]:
-            assert data["data"], data["title"]
-        else:
-            assert data["svg"].startswith("<svg") and "<script" not in data["svg"]
+        # Every figure is a library SVG with its data (the page's table alternative).
+        assert data["svg"].startswith("<svg") and "<script" not in data["svg"]
+        assert data["data"], data["title"]

@@ -89,3 +89,39 @@ def test_sanitize_strips_active_content():
 def test_mismatched_bar_lengths_are_rejected():
     with pytest.raises(ValueError, match="differ"):
         plots.bar_chart(["a", "b"], [1.0], title="t", value_label="GB")
+
+
+def test_charts_follow_the_colour_scheme_and_stay_inline_safe():
+    """Colours are CSS variables (with a light fallback) and the background is clear,
+    so a chart shown as an <img> follows dark mode through the stylesheet `themed` adds;
+    the stored SVG itself still has no <style>."""
+    svg = plots.bar_chart(["a", "b"], [1.0, 2.0], title="t", value_label="v")
+    _assert_safe(svg)
+    assert "var(--c1, " in svg and "var(--fg, " in svg
+    assert not any(sentinel in svg for sentinel, _, _ in plots.THEME.values())
+    assert "#ffffff" not in svg.lower()  # transparent: the page's background shows
+    served = plots.themed(svg)
+    assert served.startswith("<svg") and served.count("<style>") == 1
+    assert "@media (prefers-color-scheme: dark)" in served
+
+
+def test_teaching_figures_are_small_and_labelled():
+    from labs import charts
+
+    grid = charts.value_grid(
+        [-6, -4, -3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3, 4, 6],
+        [0.2, -2.6, 7.0],
+        [0.0, -3.0, 6.0],
+        title="Block 0 on the E2M1 grid",
+    )
+    split = charts.error_split_bars(["tensor", "block 32"], [1.0, 0.03], [0.5, 0.0], title="s")
+    hist = charts.binned_histogram(
+        [0, 1, 2, 3], [1000, 3, 1], title="h", x_label="value", note="2 values beyond"
+    )
+    mem = charts.memory_bars({"per GPU": [("weights", 60.0), ("KV", 30.0)]}, 80.0, title="m")
+    for svg in (grid, split, hist, mem):
+        _assert_safe(svg)
+    assert "your value" in _texts(grid) and "stored as" in _texts(grid)
+    assert "33% clipping" in _texts(split)
+    assert "2 values beyond" in _texts(hist) and "values (log scale)" in _texts(hist)
+    assert "over by 10 GB" in _texts(mem)

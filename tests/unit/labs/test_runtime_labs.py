@@ -150,10 +150,14 @@ def test_every_format_quantizes_and_the_error_adds_up(fmt: str) -> None:
     assert m.sqnr_db is None or m.sqnr_db > 0
     blk = result.first_blocks[0]
     assert len(blk.values) == len(blk.codes) == len(blk.dequantized) > 0
-    assert sum(result.histograms["values"].counts) == 1024
+    h = result.histograms["values"]
+    assert sum(h.counts) + h.below + h.above == 1024  # outliers are counted beside the bins
     plots = [d for k, d in events if k == "plot"]
-    assert len(plots) == 2 and all(
-        p["svg"] == "" and p["data"]["kind"] == "histogram" for p in plots
+    hists = [p for p in plots if p["data"].get("kind") == "histogram"]
+    assert len(hists) == 2 and all(p["svg"].startswith("<svg") for p in hists)
+    assert all(
+        p["data"]["counts"] == result.histograms[n].counts
+        for p, n in zip(hists, ("values", "errors"))
     )
 
 

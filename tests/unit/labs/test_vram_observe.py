@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 import pytest
 import torch
@@ -147,3 +148,36 @@ def test_cuda_run_finds_the_oom_point_under_a_cap(tmp_path):
     if fraction is not None:
         assert get_fraction() == pytest.approx(fraction)
     assert torch.cuda.memory_allocated() <= held + 64 * vo.MIB
+
+
+def test_cpu_activations_that_fall_with_the_batch_are_not_shown() -> None:
+    """Defect 11: on a CPU, bf16 RSS "activations" fell as the batch grew; such a series
+    is flagged, no per-sequence figure is derived from it, and the result says up front
+    what a CPU run can and cannot measure."""
+    from types import SimpleNamespace
+
+    from labs.presenters.headlines import vram_observe as headline
+
+    def rows(peaks: list[int]) -> list[Any]:
+        return [
+            SimpleNamespace(ok=True, batch=b, activation_peak_bytes=p * vo.MIB)
+            for b, p in zip((1, 4, 16), peaks, strict=True)
+        ]
+
+    assert vo.rss_grows_with_batch(rows([10, 40, 160]))
+    assert not vo.rss_grows_with_batch(rows([60, 30, 12]))  # falls: misleading
+    assert not vo.rss_grows_with_batch(rows([20, 20, 20]))  # flat: nothing measured
+    result, events = run_lab(vo, TINY)
+    stored = result.model_dump(mode="json")
+    assert result.finding and "cannot show VRAM" in result.finding
+    tiles = headline(stored)
+    assert tiles[0].label == "Measured" and tiles[0].tone == "warn"
+    table = next(d for k, d in events if k == "table" and d["title"].startswith("Measurements"))
+    for s in result.summaries:
+        shown = [row[4] for row in table["rows"] if row[0] == s.dtype]
+        if not s.activations_measured:
+            assert s.activation_bytes_per_sequence is None and s.projected_max_batch is None
+            assert set(shown) == {"not measurable on a CPU"}
+            assert s.dtype in result.finding
+        else:
+            assert all(isinstance(v, float | int) for v in shown)

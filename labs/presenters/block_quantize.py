@@ -1,0 +1,199 @@
+"""block-quantize's presenter: block 0 on the format's grid (the lead figure), the
+tables of the first blocks, the metrics, the rounding/clipping split and the two
+histograms, each figure with its data for the page's table alternative."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from labs.base import Context
+from labs.block_quantize import BlockQuantizeParams, BlockQuantizeResult, BlockView, Histogram
+
+# A grid value and a dequantized value this close (relative) are the same point.
+GRID_MATCH_RTOL = 1e-4
+
+
+def present(r: BlockQuantizeResult, params: BlockQuantizeParams, ctx: Context) -> None:
+    """Block 0 value by value, the first blocks' scales, the metrics and the figures."""
+    rows, cols = r.shape
+    ctx.progress(0.05, "making the tensor")
+    ctx.log(
+        f"x: {params.distribution} {rows}×{cols} float32 on {r.device} (seed {params.seed}); "
+        f"format {params.format}"
+    )
+    ctx.progress(0.25, f"quantizing to {params.format}")
+    ctx.progress(0.6, "measuring the error")
+    _grid_figure(r, ctx)
+    _tables(r, ctx)
+    m = r.metrics
+    ctx.metric("bits_per_value", r.bits_per_value, "bits", "bits per value (scales included)")
+    ctx.metric("nbytes", float(r.nbytes), "bytes", "stored bytes")
+    if m.sqnr_db is not None:
+        ctx.metric("sqnr_db", m.sqnr_db, "dB", "SQNR")
+    ctx.metric("rmse", m.rmse, "", "RMS error")
+    ctx.metric("clipped_fraction", m.clipped_fraction * 100, "%", "values clipped")
+    ctx.progress(0.8, "figures")
+    _split_figure(r, ctx)
+    for name, label, what in (
+        ("values", "value", "Your tensor's values"),
+        ("errors", "dequantized − value", "Error of each value after quantizing"),
+    ):
+        _histogram_figure(r.histograms[name], f"{what} ({r.format})", label, ctx)
+    ctx.progress(1.0, "done")
+
+
+def _tables(r: BlockQuantizeResult, ctx: Context) -> None:
+    first = r.first_blocks[0]
+    ctx.table(
+        f"block 0: {len(first.values)} values, scale {first.scale:.6g}",
+        ["i", "value", "code", "dequantized", "error"],
+        [
+            [i, v, c, d, d - v]
+            for i, (v, c, d) in enumerate(
+                zip(first.values, first.codes, first.dequantized, strict=True)
+            )
+        ],
+    )
+    ctx.table(
+        "first blocks",
+        ["block", "stored scale", "effective scale", "absmax", "max |error|"],
+        [
+            [
+                bv.index,
+                bv.stored or bv.scale,
+                bv.effective_scale,
+                max(abs(v) for v in bv.values),
+                max(abs(d - v) for v, d in zip(bv.values, bv.dequantized, strict=True)),
+            ]
+            for bv in r.first_blocks
+        ],
+    )
+
+
+def element_levels(element: str) -> list[float] | None:
+    """Every finite value of a small-float element type (E2M1, E4M3, …), both signs;
+    None for integer and table elements."""
+    from labs.quant import minifloat
+
+    fmt = getattr(minifloat, element.upper(), None)
+    if not isinstance(fmt, minifloat.MiniFloat):
+        return None
+    positive = fmt.positive_values()
+    return sorted({-v for v in positive} | set(positive))
+
+
+def block_grid(r: BlockQuantizeResult, block: BlockView) -> list[float] | None:
+    """The values block ``block`` can store (element grid × effective scale), or None
+    when the format is not a scaled small float or its points miss the grid."""
+    levels = element_levels(r.element)
+    if levels is None or block.offset not in (None, 0.0) or block.effective_scale <= 0:
+        return None
+    grid = [v * block.effective_scale for v in levels]
+    for d in block.dequantized:
+        if not any(math.isclose(d, g, rel_tol=GRID_MATCH_RTOL, abs_tol=1e-30) for g in grid):
+            return None
+    return grid
+
+
+def _grid_figure(r: BlockQuantizeResult, ctx: Context) -> None:
+    from labs import charts
+
+    block = r.first_blocks[0]
+    grid = block_grid(r, block)
+    if grid is None:
+        return
+    top = max(max(abs(v) for v in block.values), max(abs(g) for g in grid))
+    zeros = sum(1 for v, d in zip(block.values, block.dequantized, strict=True) if d == 0 and v)
+    absmax = max(block.values, key=abs)
+    why = (
+        f" The largest value ({absmax:.4g}) sets the scale, so {zeros} of "
+        f"{len(block.values)} values are stored as 0."
+        if zeros * 2 >= len(block.values)
+        else ""
+    )
+    title = f"Block 0 on the {r.element} grid: each value moves to a stored one"
+    ctx.plot(
+        title,
+        charts.value_grid(
+            grid,
+            block.values,
+            block.dequantized,
+            title=f"Block 0 of {r.format}: {len(block.values)} values on the {r.element} grid",
+            x_label=f"value (grid step × scale {block.effective_scale:.4g})",
+        ),
+        {
+            "lead": True,
+            "caption": f"Thin lines: the {len(grid)} values an {r.element} element can hold, "
+            f"times this block's scale ({block.effective_scale:.6g}); the widest reaches "
+            f"±{top:.4g}. Each value is joined to the value it is stored as.{why}",
+            "table": _table(
+                ["value", "stored as", "error"],
+                [[v, d, d - v] for v, d in zip(block.values, block.dequantized, strict=True)],
+            ),
+        },
+    )
+
+
+def _split_figure(r: BlockQuantizeResult, ctx: Context) -> None:
+    from labs import charts
+
+    m = r.metrics
+    share = m.clipping_mse / m.mse if m.mse > 0 else 0.0
+    ctx.plot(
+        "Where the error comes from: rounding vs clipping",
+        charts.error_split_bars(
+            [r.format], [m.rounding_mse], [m.clipping_mse], title="Rounding vs clipping error"
+        ),
+        {
+            "lead": not r.first_blocks or block_grid(r, r.first_blocks[0]) is None,
+            "caption": f"{m.clipped_fraction:.2%} of the values were clipped; they cause "
+            f"{share:.0%} of the mean squared error.",
+            "table": _table(
+                ["part", "MSE", "share of MSE"],
+                [
+                    ["rounding (inside the range)", m.rounding_mse, 1 - share],
+                    ["clipping (beyond it)", m.clipping_mse, share],
+                ],
+            ),
+        },
+    )
+
+
+def outlier_note(h: Histogram) -> str:
+    """'12 values beyond the range shown (−171 … 168)', or '' when every value is shown."""
+    beyond = h.below + h.above
+    if not beyond:
+        return ""
+    word = "value" if beyond == 1 else "values"
+    return f"{beyond:,} {word} beyond the range shown ({h.min:.4g} … {h.max:.4g})"
+
+
+def _histogram_figure(h: Histogram, title: str, x_label: str, ctx: Context) -> None:
+    from labs import charts
+
+    note = outlier_note(h)
+    log = charts.needs_log_counts(h.counts)
+    ctx.plot(
+        title,
+        charts.binned_histogram(
+            h.edges, h.counts, title=title, x_label=x_label, note=note, log_counts=log
+        ),
+        {
+            "kind": "histogram",
+            "x_label": x_label,
+            **h.model_dump(),
+            "caption": " ".join(
+                part
+                for part in (
+                    note + "." if note else "",
+                    "Counts on a log scale: the tails would be invisible otherwise." if log else "",
+                )
+                if part
+            ),
+        },
+    )
+
+
+def _table(columns: list[str], rows: list[list[Any]]) -> dict[str, Any]:
+    return {"columns": columns, "rows": rows}

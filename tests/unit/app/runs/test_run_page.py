@@ -1,0 +1,154 @@
+"""The run page's result body, parsed: headline tiles first, then one lead figure, then
+the detail tables; the raw result only behind a collapsed "Result (JSON)"; figures are
+library SVGs served as images that follow the colour scheme."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bs4 import BeautifulSoup
+
+from tests.unit.labs.helpers import run_lab
+
+
+def _stored_run(client: Any, lab_id: str, params: dict[str, Any]) -> str:
+    """A finished run of ``lab_id`` (run here, as the worker runs it) stored with its
+    events under the client's learner; returns its id."""
+    from app.db import Run, RunEvent
+    from app.deps import ensure_learner
+    from app.middleware import session_serializer
+    from labs.registry import get_lab
+
+    client.get("/")
+    learner = session_serializer(client.app.state.settings).loads(client.cookies["lowbit_session"])[
+        "l"
+    ]
+    lab = get_lab(lab_id)
+    assert lab is not None
+    result, events = run_lab(lab, params)
+    with client.app.state.sessionmaker() as s:
+        ensure_learner(s, learner)
+        run = Run(
+            learner_id=learner,
+            lab_id=lab_id,
+            status="succeeded",
+            params=lab.validate(params).model_dump(mode="json"),
+            result=result.model_dump(mode="json"),
+            environment={"device": "cpu"},
+        )
+        s.add(run)
+        s.flush()
+        for seq, (kind, data) in enumerate(events, start=1):
+            s.add(RunEvent(run_id=run.id, seq=seq, kind=kind, data=data))
+        s.commit()
+        return run.id
+
+
+@pytest.fixture
+def bq_page(client: Any) -> tuple[Any, str, BeautifulSoup]:
+    run_id = _stored_run(client, "block-quantize", {"format": "nvfp4", "distribution": "outliers"})
+    page = client.get(f"/runs/{run_id}")
+    assert page.status_code == 200
+    return client, run_id, BeautifulSoup(page.text, "html.parser")
+
+
+def test_tiles_come_before_the_first_figure_and_the_tables(bq_page: Any) -> None:
+    _, _, soup = bq_page
+    result = soup.select_one("#run section.result")
+    assert result is not None
+    order = [
+        el.name if el.name != "li" else "tile"
+        for el in result.find_all(["li", "figure", "table"])
+        if el.name != "li" or "tile" in (el.get("class") or [])
+    ]
+    assert order[0] == "tile" and "figure" in order
+    first_figure = order.index("figure")
+    assert set(order[:first_figure]) == {"tile"} and len(order[:first_figure]) == 5
+    lead = result.select_one(".lead-figure figure.plot")
+    assert lead is not None and lead.has_attr("data-lead")
+    assert "E2M1 grid" in lead.figcaption.get_text()
+    labels = [t.get_text(strip=True) for t in result.select(".tile-label")]
+    assert labels == [
+        "Bits per value",
+        "Stored bytes",
+        "SQNR",
+        "Rounding vs clipping MSE",
+        "Values clipped",
+    ]
+    bits = result.select_one(".tile .tile-value summary strong")
+    assert bits is not None and bits.get_text() == "4.5 bits"
+    # The exact value is one click away, and in the summary's title.
+    exact = result.select_one(".tile .tile-exact code")
+    assert exact is not None and exact.get_text().startswith("4.5")
+
+
+def test_raw_result_only_behind_a_collapsed_details(bq_page: Any) -> None:
+    _, _, soup = bq_page
+    boxes = soup.select("#run details.result-json")
+    assert len(boxes) == 1 and not boxes[0].has_attr("open")
+    assert boxes[0].summary.get_text(strip=True) == "Result (JSON)"
+    assert "first_blocks" in boxes[0].pre.get_text()
+    # No key/value dump of the result outside it.
+    outside = soup.select_one("#run section.result").get_text()
+    assert "first_blocks" not in outside.replace(boxes[0].get_text(), "")
+    assert not soup.select("#run [style]")  # the CSP forbids inline styles
+
+
+def test_every_figure_has_a_caption_and_a_data_table(bq_page: Any) -> None:
+    client, run_id, soup = bq_page
+    figures = soup.select("#run figure.plot")
+    assert len(figures) == 4
+    for fig in figures:
+        img = fig.select_one("img")
+        assert img is not None and img["alt"] and fig.figcaption.get_text(strip=True)
+        assert fig.select_one("details table") is not None
+        svg = client.get(img["src"])
+        assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg")
+        # Colours are CSS variables the served stylesheet sets per colour scheme.
+        assert "prefers-color-scheme: dark" in svg.text and "var(--fg" in svg.text
+        assert "<script" not in svg.text.lower()
+    values = next(f for f in figures if "values (nvfp4)" in f.figcaption.get_text())
+    assert "beyond the range shown" in values.figcaption.get_text()
+
+
+def test_a_partial_result_falls_back_to_its_numeric_outputs(client: Any) -> None:
+    from labs.registry import get_lab
+
+    lab = get_lab("memory-budget")
+    assert lab is not None
+    tiles = lab.tiles({"weights_gb": 141.1, "finding": "It does not fit on one H100."})
+    assert [t.text for t in tiles][:1] == ["141 GB"]
+
+
+def test_compare_shows_deltas_ratios_words_and_both_figures(client: Any) -> None:
+    a = _stored_run(client, "block-quantize", {"format": "nvfp4", "seed": 1})
+    b = _stored_run(client, "block-quantize", {"format": "mxfp4", "seed": 1})
+    page = client.get(f"/runs/compare?a={a}&b={b}")
+    assert page.status_code == 200
+    soup = BeautifulSoup(page.text, "html.parser")
+    tiles = soup.select_one("table.compare-tiles")
+    assert tiles is not None
+    rows = {tr.th.get_text(strip=True): tr for tr in tiles.select("tbody tr")}
+    bits = [td.get_text(strip=True) for td in rows["Bits per value"].select("td")]
+    assert bits[0] == "4.5 bits" and bits[1] == "4.25 bits"
+    assert bits[2].startswith("-0.25") and bits[3].endswith("×")  # B − A and B ÷ A
+    # Both runs' lead figures (block 0 on the E2M1 grid) side by side.
+    leads = soup.select(".compare-figures figure.plot img")
+    assert len(leads) == 2 and {img["src"].split("/")[2] for img in leads} == {a, b}
+    # Words, not snake_case keys; the key stays in the row's title.
+    labels = [th.get_text(strip=True) for th in soup.select("table.compare tbody th")]
+    assert "Metrics › SQNR dB" in labels and not any("_" in x for x in labels)
+    assert soup.select_one("details.compare-same") is not None
+    assert not soup.select("[style]")
+
+
+def test_human_labels() -> None:
+    from app.runs.views import DiffRow, human_label
+
+    assert human_label("metrics.sqnr_db") == "Metrics › SQNR dB"
+    assert human_label("first_blocks.0.scale") == "First blocks › #1 › scale"
+    assert human_label("kv_bytes_per_token") == "KV bytes per token"
+    row = DiffRow("x", 2, 3)
+    assert (row.delta, row.ratio) == (1.0, 1.5)
+    assert DiffRow("x", True, False).delta is None and DiffRow("x", 0, 1).ratio is None
