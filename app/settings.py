@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     anonymous_runs_per_ip_per_minute: int = Field(
         10, ge=1, description="Lab runs anonymous learners from one client may start per minute"
     )
+    models_dir: Path | None = Field(
+        None,
+        description="Further Hugging Face checkpoints the model labs offer as `model` choices. "
+        "Labs never import app settings: the worker's environment carries this one to them "
+        "(labs.lm.models reads LOWBIT_MODELS_DIR), so set it as that variable",
+    )
     web_threads: int = Field(
         16, ge=4, le=256, description="Threads serving sync routes; the database pool matches it"
     )

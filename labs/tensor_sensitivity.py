@@ -108,12 +108,47 @@ def units(names: list[str], unit: str) -> dict[str, list[str]]:
     return groups
 
 
+def _present_ranking(ctx: Context, ranking: list[Ranked], title: str) -> None:
+    ctx.table(
+        title,
+        ["unit", "KL nats", "Δ perplexity", "top-1", "SQNR dB"],
+        [
+            [r.unit, r.kl_divergence, r.perplexity_delta, r.top1_agreement, r.sqnr_db]
+            for r in ranking
+        ],
+    )
+
+
+def _present_points(ctx: Context, uniform: list[Point], mixed: Point) -> None:
+    """The size-vs-KL plot of the uniform formats and the mixed recipe, and its point."""
+    from labs.plots import line_chart
+
+    pts = sorted(uniform, key=lambda p: p.bits_per_weight)
+    ctx.plot(
+        "size vs KL divergence",
+        line_chart(
+            {
+                "uniform formats": (
+                    [p.bits_per_weight for p in pts],
+                    [p.kl_divergence for p in pts],
+                ),
+                "mixed recipe": ([mixed.bits_per_weight], [mixed.kl_divergence]),
+            },
+            title="bits per weight vs KL (lower left is better)",
+            x_label="bits per weight (decoder linears)",
+            y_label="KL divergence, nats/token",
+        ),
+        {"points": [p.model_dump() for p in [*uniform, mixed]]},
+    )
+    ctx.metric("mixed_kl_divergence", mixed.kl_divergence, "nats", "mixed recipe: KL")
+    ctx.metric("mixed_bits_per_weight", mixed.bits_per_weight, "bits", "mixed recipe: bits/weight")
+
+
 def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResult:
     import math
     import time
 
     from labs.lm import fakequant, session
-    from labs.plots import line_chart
 
     t0 = time.perf_counter()
     ev = session.open_evaluation(params, ctx, 0.0, 0.1)
@@ -156,14 +191,7 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
         editor.restore(members)
         done += 1
     ranking.sort(key=lambda r: r.kl_divergence, reverse=True)
-    ctx.table(
-        f"sensitivity: one {params.unit} at a time in {fmt_label}",
-        ["unit", "KL nats", "Δ perplexity", "top-1", "SQNR dB"],
-        [
-            [r.unit, r.kl_divergence, r.perplexity_delta, r.top1_agreement, r.sqnr_db]
-            for r in ranking
-        ],
-    )
+    _present_ranking(ctx, ranking, f"sensitivity: one {params.unit} at a time in {fmt_label}")
 
     def point(label: str, plan: Mapping[str, tuple[str, Mapping[str, Any]]]) -> Point:
         nonlocal done
@@ -197,25 +225,7 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
     }
     mixed = point(f"mixed: top {params.top_k} in {params.high_format}, rest {fmt_label}", plan)
     uniform = [point(f, {n: (f, {}) for n in names}) for f in params.uniform]
-    pts = sorted(uniform, key=lambda p: p.bits_per_weight)
-    ctx.plot(
-        "size vs KL divergence",
-        line_chart(
-            {
-                "uniform formats": (
-                    [p.bits_per_weight for p in pts],
-                    [p.kl_divergence for p in pts],
-                ),
-                "mixed recipe": ([mixed.bits_per_weight], [mixed.kl_divergence]),
-            },
-            title="bits per weight vs KL (lower left is better)",
-            x_label="bits per weight (decoder linears)",
-            y_label="KL divergence, nats/token",
-        ),
-        {"points": [p.model_dump() for p in [*uniform, mixed]]},
-    )
-    ctx.metric("mixed_kl_divergence", mixed.kl_divergence, "nats", "mixed recipe: KL")
-    ctx.metric("mixed_bits_per_weight", mixed.bits_per_weight, "bits", "mixed recipe: bits/weight")
+    _present_points(ctx, uniform, mixed)
     ctx.progress(1.0, "done")
     return TensorSensitivityResult(
         model=params.model,
