@@ -123,13 +123,17 @@ class RunCollector(Collector):
 
 def metrics_allowed(request: Request, token: str) -> bool:
     """With a token, only ``Authorization: Bearer <token>``; without one, only a client
-    on this host's loopback that came in directly (no proxy in between)."""
+    on this host's loopback that came in directly (no proxy in between, and no trusted
+    proxies configured: behind a proxy the token is required)."""
     if token:
         sent = request.headers.get("authorization", "")
         return secrets.compare_digest(sent.encode(), f"Bearer {token}".encode())
     peer = request.client.host if request.client else ""
-    direct = "x-forwarded-for" not in request.headers
-    return direct and peer in LOOPBACK
+    # Any sign of a proxy in between (a same-host nginx may set only X-Real-IP, or
+    # nothing) means the request is not from this host: refuse it.
+    proxied = any(h in request.headers for h in ("x-forwarded-for", "x-real-ip", "forwarded"))
+    behind_proxy = bool(request.app.state.settings.trusted_proxies.strip())
+    return peer in LOOPBACK and not proxied and not behind_proxy
 
 
 def install(app: FastAPI) -> None:

@@ -175,7 +175,8 @@ class LowbitMiddleware:
             if message["type"] == "http.response.start":
                 status_holder["status"] = message["status"]
                 hdrs = list(message.get("headers", []))
-                hdrs.extend(SECURITY_HEADERS)
+                have = {k.lower() for k, _ in hdrs}
+                hdrs.extend(h for h in SECURITY_HEADERS if h[0] not in have)
                 hdrs.append((b"x-request-id", request_id.encode()))
                 cookies_out = list(new_cookies)
                 if state.get("session_data"):
@@ -267,25 +268,28 @@ class LowbitMiddleware:
         return f"The request body is larger than the {mib:g} MiB lowbit accepts."
 
     def _too_deep(self, headers: dict[bytes, bytes], body: bytes) -> bool:
-        ctype = headers.get(b"content-type", b"").split(b";")[0].strip()
+        """Form fields are scanned one by one; any other body (whatever its declared
+        type: a route may parse it as JSON anyway) is scanned whole."""
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         limit = self.settings.max_json_depth
-        if ctype == b"application/json" or ctype.endswith(b"+json"):
-            return json_depth_exceeds(body, limit)
         if ctype == b"application/x-www-form-urlencoded":
             form = parse_qs(body.decode("utf-8", "replace"))
             return any(json_depth_exceeds(v.encode(), limit) for vs in form.values() for v in vs)
-        return False
+        if ctype.startswith(b"multipart/"):
+            return False
+        return json_depth_exceeds(body, limit)
 
     def _check_csrf(self, headers: dict[bytes, bytes], body: bytes, csrf: str) -> bool:
-        sent = headers.get(CSRF_HEADER, b"").decode("latin-1")
+        sent = headers.get(CSRF_HEADER, b"")
         if sent:
-            return secrets.compare_digest(sent, csrf)
+            return secrets.compare_digest(sent, csrf.encode())
         ctype = headers.get(b"content-type", b"").split(b";")[0].strip()
         if ctype != b"application/x-www-form-urlencoded":
             return False
         form = parse_qs(body.decode("utf-8", "replace"))
         token = (form.get("csrf_token") or [""])[0]
-        return bool(token) and secrets.compare_digest(token, csrf)
+        # As bytes: compare_digest refuses non-ASCII text (a forged token is a 403, not a 500).
+        return bool(token) and secrets.compare_digest(token.encode(), csrf.encode())
 
     async def _reject(
         self,

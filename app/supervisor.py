@@ -45,6 +45,7 @@ class WorkerSupervisor:
         self.restarts = 0
         self.last_exit: int | None = None
         self._stopping = threading.Event()
+        self._lock = threading.Lock()  # a stop() between the check and the start sees both
         self._thread = threading.Thread(target=self._loop, name="worker-supervisor", daemon=True)
 
     def start(self) -> None:
@@ -64,7 +65,14 @@ class WorkerSupervisor:
         backoff = RESTART_BACKOFF_S
         while not self._stopping.is_set():
             started = time.monotonic()
-            self.proc = subprocess.Popen(self.argv, env=os.environ.copy())
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                # Its own session: Ctrl-C in the terminal reaches the server, which
+                # stops the worker itself, instead of killing the worker first.
+                self.proc = subprocess.Popen(
+                    self.argv, env=os.environ.copy(), start_new_session=True
+                )
             UP.set(1)
             self.last_exit = self.proc.wait()
             UP.set(0)
@@ -84,8 +92,9 @@ class WorkerSupervisor:
 
     def stop(self) -> None:
         """Stop supervising and end the worker (SIGTERM, then SIGKILL)."""
-        self._stopping.set()
-        proc = self.proc
+        with self._lock:
+            self._stopping.set()
+            proc = self.proc
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:

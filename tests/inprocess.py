@@ -61,6 +61,7 @@ class Seeded:
             "seq": "1",
             "token": "no-such-share-token",  # a share link (app.routes.shares): 404s
             "name": css,
+            "file_name": f"{next(iter(cat.figures))}.svg",  # a card figure
         }
 
 

@@ -113,7 +113,7 @@ async def api_start_run(
         # connection from this thread.
         try:
             data = json.loads(body) if body.strip() else {}
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             return None, {"": f"The body is not valid JSON: {e}"}, 422
         try:
             return start_run(session, settings, queue, learner, lab, data, limit)

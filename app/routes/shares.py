@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app import routes
@@ -52,7 +53,10 @@ def share_run(run: RunDep, request: Request, session: SessionDep) -> Response:
         raise HTTPException(409, "A run can be shared once it has ended.")
     if share_of(session, run) is None:
         session.add(RunShare(token=secrets.token_urlsafe(TOKEN_BYTES), run_id=run.id))
-        session.commit()
+        try:
+            session.commit()
+        except IntegrityError:  # a second click got there first: keep its link
+            session.rollback()
     return _answer(request, session, run)
 
 

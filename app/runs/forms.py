@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.middleware import json_depth_exceeds
 from labs.base import Lab
 
 
@@ -117,8 +118,10 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
         elif prop.get("type") == "array":
             if text.startswith("["):
                 try:
+                    if json_depth_exceeds(text.encode(), MAX_LINK_DEPTH):
+                        raise ValueError("nested too deeply")
                     out[name] = json.loads(text)
-                except ValueError:
+                except (ValueError, RecursionError):
                     out[name] = text  # pydantic answers "should be a valid list"
             else:
                 out[name] = [t for t in re.split(r"[,\s]+", text) if t]
@@ -130,6 +133,8 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
 # Query keys of GET /labs/{id} that are not lab parameters.
 RESERVED_QUERY_KEYS = frozenset({"rerun"})
 MAX_LINK_VALUE_CHARS = 4000
+# No lab parameter nests deeper than a list of lists; deeper link values stay text.
+MAX_LINK_DEPTH = 8
 
 
 def _link_text(raw: str, is_list: bool) -> str:
@@ -137,8 +142,10 @@ def _link_text(raw: str, is_list: bool) -> str:
     ``0.5``) and the plain spelling otherwise (``int4``, ``256,256``)."""
     raw = raw[:MAX_LINK_VALUE_CHARS]
     try:
+        if json_depth_exceeds(raw.encode(), MAX_LINK_DEPTH):
+            raise ValueError("nested too deeply")  # kept as text; validation says why
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ", ".join(t for t in re.split(r"[,\s]+", raw) if t) if is_list else raw
     if isinstance(value, dict):
         return json.dumps(value)

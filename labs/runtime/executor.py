@@ -111,7 +111,7 @@ class _Pipe:
 
 
 def _child(
-    job: Job,
+    job: Job | Callable[[], Job],
     ev_w: int,
     out_w: int,
     parent_pid: int,
@@ -120,6 +120,10 @@ def _child(
     """Body of the forked child; never returns."""
     code = EXIT_SETUP_FAILED
     try:
+        if not isinstance(job, Job):
+            # The fork server hands over a loader: the job's parameters are read here,
+            # in the child, so the server's own memory never holds a learner's input.
+            job = job()
         # Die with the forking process from the start (the user switch in ``enter``
         # clears this, and it sets it again): nobody else could kill this child.
         die_with_parent()
@@ -245,9 +249,11 @@ Launcher = Callable[[Job, int, int, str], Handle]
 SERVER_LOST = -1
 
 
-def start_child(job: Job, ev_w: int, out_w: int, fallback_tmp: str, trees: Trees) -> Tree:
-    """Fork the sandboxed child that runs ``job`` with its process tree contained;
-    returns in the parent only."""
+def start_child(
+    job: Job | Callable[[], Job], ev_w: int, out_w: int, fallback_tmp: str, trees: Trees
+) -> Tree:
+    """Fork the sandboxed child that runs ``job`` (or what the loader ``job`` returns,
+    called in the child) with its process tree contained; returns in the parent only."""
     tree = trees.fork()
     if tree.pid == 0:  # pragma: no cover - the child's coverage is measured by its effects
         _child(job, ev_w, out_w, os.getppid(), fallback_tmp)

@@ -22,6 +22,7 @@ the server kills every child and exits.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -158,28 +159,39 @@ class ForkServer:
         }
 
     def _request(self, job: Job, fds: list[int], tmp: str) -> None:
-        msg = {
-            "lab": job.lab.id,
-            "params": job.params.model_dump(mode="json"),
-            "config": dataclasses.asdict(job.config),
-            "tmp": tmp,
-        }
-        data = json.dumps(msg).encode()
-        with self.lock:
-            for attempt in (0, 1):
-                if self.proc is None or self.proc.poll() is not None:
-                    log.warning("lab fork server gone; restarting it")
-                    self._start()
-                try:
-                    socket.send_fds(self.sock, [data], fds)
-                    return
-                except OSError:
-                    if attempt:
-                        raise
-                    self.sock.close()
-                    if self.proc is not None and self.proc.poll() is None:
-                        self.proc.kill()
-                        self.proc.wait()
+        """Ask the server for a child. The control message names only the lab; the
+        parameters and sandbox settings travel in a memfd that the child reads after
+        the fork, so their size is not limited by the socket and the server never
+        holds one run's input while it forks the next."""
+        body = json.dumps(
+            {"params": job.params.model_dump(mode="json"), "config": dataclasses.asdict(job.config)}
+        ).encode()
+        job_fd = os.memfd_create("lowbit-job", os.MFD_CLOEXEC)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(job_fd, view) :]
+            os.lseek(job_fd, 0, os.SEEK_SET)
+            msg = json.dumps({"lab": job.lab.id, "tmp": tmp}).encode()
+            with self.lock:
+                for attempt in (0, 1):
+                    if self.proc is None or self.proc.poll() is not None:
+                        log.warning("lab fork server gone; restarting it")
+                        self._start()
+                    try:
+                        socket.send_fds(self.sock, [msg], [*fds, job_fd])
+                        return
+                    except OSError as e:
+                        # Only a server that went away is restarted; any other error
+                        # fails this run alone (it must not end the other runs).
+                        if attempt or e.errno not in SERVER_GONE_ERRNOS:
+                            raise
+                        self.sock.close()
+                        if self.proc is not None and self.proc.poll() is None:
+                            self.proc.kill()
+                            self.proc.wait()
+        finally:
+            os.close(job_fd)
 
     def __call__(self, job: Job, ev_w: int, out_w: int, tmp: str) -> RemoteChild:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -210,6 +222,10 @@ class ForkServer:
 # -- the server's side --------------------------------------------------------
 
 
+# A send that fails with one of these means the server went away (restart it).
+SERVER_GONE_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF})
+
+
 def _config(raw: dict[str, Any]) -> SandboxConfig:
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     return SandboxConfig(**fields)
@@ -230,28 +246,34 @@ class _Server:
 
     def _spawn(self) -> bool:
         try:
-            data, fds, _, _ = socket.recv_fds(self.sock, REQUEST_BYTES, 3)
+            data, fds, _, _ = socket.recv_fds(self.sock, REQUEST_BYTES, 4)
         except OSError:
             data, fds = b"", []
         if not data:
             return False
-        if len(fds) != 3:
+        if len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             return True
         run_sock = socket.socket(fileno=fds[0])
+        job_fd = fds[3]
         try:
             req = json.loads(data)
             lab = self.labs[req["lab"]]
-            job = Job(lab, lab.params.model_validate(req["params"]), _config(req["config"]))
-            tree = start_child(job, fds[1], fds[2], req["tmp"], self.trees)
+
+            def load() -> Job:  # runs in the child, after the fork
+                with os.fdopen(job_fd, "rb") as f:
+                    raw = json.loads(f.read())
+                return Job(lab, lab.params.model_validate(raw["params"]), _config(raw["config"]))
+
+            tree = start_child(load, fds[1], fds[2], req["tmp"], self.trees)
         except Exception as e:  # a bad request fails that run, not the server
             _send(run_sock, {"error": f"{type(e).__name__}: {e}"})
             run_sock.close()
             return True
         finally:
-            os.close(fds[1])
-            os.close(fds[2])
+            for fd in (fds[1], fds[2], job_fd):
+                os.close(fd)
         self.runs[tree.pid] = (run_sock, tree)
         self.sel.register(run_sock, selectors.EVENT_READ, tree.pid)
         _send(run_sock, {"pid": tree.pid})

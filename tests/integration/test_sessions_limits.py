@@ -325,3 +325,30 @@ def test_metrics_are_not_public(defaults: Stack, tmp_path_factory: pytest.TempPa
         assert httpx.get(s.url + "/metrics", timeout=10).status_code == 404
         ok = httpx.get(s.url + "/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10)
         assert ok.status_code == 200 and "lowbit" in ok.text
+
+
+def test_depth_is_checked_whatever_the_declared_type(defaults: Stack) -> None:
+    c = _client(defaults)
+    for ctype in ("text/plain", "Application/JSON"):
+        r = c.post(
+            "/api/labs/block-quantize/runs", content=b"[" * 5000, headers={"content-type": ctype}
+        )
+        assert r.status_code == 422, (ctype, r.status_code)
+
+
+def test_a_deeply_nested_link_value_is_a_message_not_a_500(defaults: Stack) -> None:
+    c = _client(defaults)
+    for depth in (600, 2000):
+        r = c.get("/labs/block-quantize", params={"shape": "[" * depth + "]" * depth})
+        assert r.status_code in (200, 422), (depth, r.status_code)
+
+
+def test_a_non_ascii_csrf_token_is_refused_not_a_500(defaults: Stack) -> None:
+    c = _client(defaults)
+    r = c.post(
+        "/api/labs/torch-env/runs", json={}, headers={"X-CSRF-Token": ("é" * 20).encode()}
+    )
+    assert r.status_code == 403
+    form = {"csrf_token": "é" * 20, "username": "x", "password": "y"}
+    r = c.post("/signin", data=form, headers={"X-CSRF-Token": ""})
+    assert r.status_code == 403

@@ -34,6 +34,11 @@ CASES: dict[str, dict[str, Any]] = {
     "spin": {"params": {"mode": "spin"}},
     "flood": {"params": {"mode": "flood", "megabytes": 100}},
     "big_result": {"params": {"mode": "big_result", "megabytes": 5}},
+    # Parameters far larger than a socket message (~200 KiB) reach the child whole.
+    "big_params": {
+        "lab": "block-quantize",
+        "params": {"distribution": "custom", "shape": [15, 4000], "values": [0.123456789] * 60_000},
+    },
     "cancel": {
         "lab": "sandbox-probe-slow",
         "params": {"mode": "sleep", "seconds": 20},
@@ -202,6 +207,16 @@ def test_printing_100_mb_is_capped_and_flagged(outcomes: dict[str, dict[str, Any
     assert out["sandbox"]["output"]["truncated"] is True
     notices = [d for k, d in out["events"] if k == "notice"]
     assert notices and notices[0]["code"] == "output_truncated"
+
+
+def test_parameters_larger_than_a_socket_message_run(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    """Before, the job went to the fork server as one socket message: a large request
+    failed with EMSGSIZE, and the server was killed and restarted with every run on it."""
+    out = outcomes["big_params"]
+    assert out["status"] == "succeeded", out["error"]
+    assert out["result"]["numel"] == 60_000
 
 
 def test_a_result_over_the_limit_says_so(outcomes: dict[str, dict[str, Any]]) -> None:
