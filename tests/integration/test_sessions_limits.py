@@ -345,9 +345,7 @@ def test_a_deeply_nested_link_value_is_a_message_not_a_500(defaults: Stack) -> N
 
 def test_a_non_ascii_csrf_token_is_refused_not_a_500(defaults: Stack) -> None:
     c = _client(defaults)
-    r = c.post(
-        "/api/labs/torch-env/runs", json={}, headers={"X-CSRF-Token": ("é" * 20).encode()}
-    )
+    r = c.post("/api/labs/torch-env/runs", json={}, headers={"X-CSRF-Token": ("é" * 20).encode()})
     assert r.status_code == 403
     form = {"csrf_token": "é" * 20, "username": "x", "password": "y"}
     r = c.post("/signin", data=form, headers={"X-CSRF-Token": ""})
