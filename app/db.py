@@ -22,6 +22,8 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -286,6 +288,13 @@ POOL_TIMEOUT_S = 10
 # Connections beyond one per web thread: event-stream polls and the middleware's
 # session look-ups run in the same threads, so a few spare cover start-up tasks.
 POOL_SPARE = 8
+
+
+def insert_if_absent(session: Session, model: type[Base], index: list[str], **values: Any) -> None:
+    """``INSERT … ON CONFLICT (index) DO NOTHING`` on either backend: concurrent
+    inserts of the same row all succeed and leave one."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(insert(model).values(**values).on_conflict_do_nothing(index_elements=index))
 
 
 def make_engine(url: str, pool_size: int = 5) -> Engine:

@@ -11,13 +11,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from app.content import Catalogue
-from app.db import Learner, Run, new_id, utcnow
+from app.db import Learner, Run, insert_if_absent, new_id, utcnow
 from app.middleware import SAFE_METHODS
 from app.runs import store
 from app.runs.catalog import LabCatalogue
@@ -58,11 +56,14 @@ def ensure_learner(session: Session, learner_id: str) -> Learner:
     learner = session.get(Learner, learner_id)
     if learner is None:
         now = utcnow()
-        insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-        session.execute(
-            insert(Learner)
-            .values(id=learner_id, is_admin=False, created_at=now, last_seen_at=now)
-            .on_conflict_do_nothing(index_elements=["id"])
+        insert_if_absent(
+            session,
+            Learner,
+            ["id"],
+            id=learner_id,
+            is_admin=False,
+            created_at=now,
+            last_seen_at=now,
         )
         session.commit()
         learner = session.get(Learner, learner_id)

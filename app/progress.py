@@ -10,13 +10,11 @@ from typing import Any
 
 from markupsafe import Markup
 from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.content import Catalogue
 from app.content.quiz import AnswerError, grade
-from app.db import PageVisit, QuizAttempt, ReviewLog, Run, utcnow
+from app.db import PageVisit, QuizAttempt, ReviewLog, Run, insert_if_absent, utcnow
 
 
 @dataclass
@@ -47,11 +45,15 @@ class Progress:
 
 def record_visit(session: Session, learner_id: str, kind: str, slug: str, detail: str = "") -> None:
     """Record a visit once; concurrent identical visits are not an error."""
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    session.execute(
-        insert(PageVisit)
-        .values(learner_id=learner_id, kind=kind, slug=slug, detail=detail, at=utcnow())
-        .on_conflict_do_nothing(index_elements=["learner_id", "kind", "slug", "detail"])
+    insert_if_absent(
+        session,
+        PageVisit,
+        ["learner_id", "kind", "slug", "detail"],
+        learner_id=learner_id,
+        kind=kind,
+        slug=slug,
+        detail=detail,
+        at=utcnow(),
     )
     session.commit()
 
