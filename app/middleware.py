@@ -148,25 +148,18 @@ class LowbitMiddleware:
 
         method = scope["method"]
         if method not in SAFE_METHODS:
+            refusal: tuple[int, str] | None
             try:
                 body = await self._read_body(headers, receive)
             except BodyTooLarge:
-                await self._reject(scope, send, request_id, new_cookies, 413, self._too_large())
-                self._log(scope, 413, started, request_id, state["learner_id"])
-                return
-            receive = _replay(body, receive)
-            if not self._check_csrf(headers, body, csrf):
-                await self._reject(scope, send, request_id, new_cookies, 403, CSRF_MESSAGE)
-                self._log(scope, 403, started, request_id, state["learner_id"])
-                return
-            if self._too_deep(headers, body):
-                msg = (
-                    f"The request nests lists or objects more than "
-                    f"{self.settings.max_json_depth} levels deep; nothing lowbit accepts "
-                    "is that deep."
-                )
-                await self._reject(scope, send, request_id, new_cookies, 422, msg)
-                self._log(scope, 422, started, request_id, state["learner_id"])
+                refusal = (413, self._too_large())
+            else:
+                receive = _replay(body, receive)
+                refusal = self._refusal(headers, body, csrf)
+            if refusal is not None:
+                status, msg = refusal
+                await self._reject(scope, send, request_id, new_cookies, status, msg)
+                self._log(scope, status, started, request_id, state["learner_id"])
                 return
 
         status_holder = {"status": 500}
@@ -267,26 +260,46 @@ class LowbitMiddleware:
         mib = self.settings.max_body_bytes / 1_048_576
         return f"The request body is larger than the {mib:g} MiB lowbit accepts."
 
-    def _too_deep(self, headers: dict[bytes, bytes], body: bytes) -> bool:
+    def _refusal(
+        self, headers: dict[bytes, bytes], body: bytes, csrf: str
+    ) -> tuple[int, str] | None:
+        """(status, message) for an unsafe request refused before the app sees it: a
+        failed CSRF check (403), or lists or objects nested too deep (422). A form
+        body is parsed once for both."""
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip()
+        form = (
+            parse_qs(body.decode("utf-8", "replace"))
+            if ctype.lower() == b"application/x-www-form-urlencoded"
+            else None
+        )
+        if not self._csrf_ok(headers, ctype, form, csrf):
+            return 403, CSRF_MESSAGE
+        if self._too_deep(ctype, body, form):
+            return 422, (
+                f"The request nests lists or objects more than "
+                f"{self.settings.max_json_depth} levels deep; nothing lowbit accepts is that deep."
+            )
+        return None
+
+    def _too_deep(self, ctype: bytes, body: bytes, form: dict[str, list[str]] | None) -> bool:
         """Form fields are scanned one by one; any other body (whatever its declared
         type: a route may parse it as JSON anyway) is scanned whole."""
-        ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         limit = self.settings.max_json_depth
-        if ctype == b"application/x-www-form-urlencoded":
-            form = parse_qs(body.decode("utf-8", "replace"))
+        if form is not None:
             return any(json_depth_exceeds(v.encode(), limit) for vs in form.values() for v in vs)
-        if ctype.startswith(b"multipart/"):
+        if ctype.lower().startswith(b"multipart/"):
             return False
         return json_depth_exceeds(body, limit)
 
-    def _check_csrf(self, headers: dict[bytes, bytes], body: bytes, csrf: str) -> bool:
+    @staticmethod
+    def _csrf_ok(
+        headers: dict[bytes, bytes], ctype: bytes, form: dict[str, list[str]] | None, csrf: str
+    ) -> bool:
         sent = headers.get(CSRF_HEADER, b"")
         if sent:
             return secrets.compare_digest(sent, csrf.encode())
-        ctype = headers.get(b"content-type", b"").split(b";")[0].strip()
-        if ctype != b"application/x-www-form-urlencoded":
+        if ctype != b"application/x-www-form-urlencoded" or form is None:
             return False
-        form = parse_qs(body.decode("utf-8", "replace"))
         token = (form.get("csrf_token") or [""])[0]
         # As bytes: compare_digest refuses non-ASCII text (a forged token is a 403, not a 500).
         return bool(token) and secrets.compare_digest(token.encode(), csrf.encode())
