@@ -31,6 +31,18 @@ class FormField:
     error: str | None = None
 
 
+# No lab parameter nests deeper than a list of lists; deeper text stays text.
+MAX_FIELD_DEPTH = 8
+
+
+def _loads_shallow(text: str) -> Any:
+    """``json.loads`` for one field's text; ValueError for invalid JSON and for JSON
+    nested deeper than MAX_FIELD_DEPTH (refused by a scan, before any recursion)."""
+    if json_depth_exceeds(text.encode(), MAX_FIELD_DEPTH):
+        raise ValueError("nested too deeply")
+    return json.loads(text)
+
+
 def _resolve(schema: dict[str, Any], prop: dict[str, Any]) -> dict[str, Any]:
     """Follow ``$ref`` and drop the ``null`` branch of an optional field."""
     if "$ref" in prop:
@@ -118,10 +130,8 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
         elif prop.get("type") == "array":
             if text.startswith("["):
                 try:
-                    if json_depth_exceeds(text.encode(), MAX_LINK_DEPTH):
-                        raise ValueError("nested too deeply")
-                    out[name] = json.loads(text)
-                except (ValueError, RecursionError):
+                    out[name] = _loads_shallow(text)
+                except ValueError:
                     out[name] = text  # pydantic answers "should be a valid list"
             else:
                 out[name] = [t for t in re.split(r"[,\s]+", text) if t]
@@ -133,8 +143,6 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
 # Query keys of GET /labs/{id} that are not lab parameters.
 RESERVED_QUERY_KEYS = frozenset({"rerun"})
 MAX_LINK_VALUE_CHARS = 4000
-# No lab parameter nests deeper than a list of lists; deeper link values stay text.
-MAX_LINK_DEPTH = 8
 
 
 def _link_text(raw: str, is_list: bool) -> str:
@@ -142,10 +150,8 @@ def _link_text(raw: str, is_list: bool) -> str:
     ``0.5``) and the plain spelling otherwise (``int4``, ``256,256``)."""
     raw = raw[:MAX_LINK_VALUE_CHARS]
     try:
-        if json_depth_exceeds(raw.encode(), MAX_LINK_DEPTH):
-            raise ValueError("nested too deeply")  # kept as text; validation says why
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
+        value = _loads_shallow(raw)
+    except ValueError:
         return ", ".join(t for t in re.split(r"[,\s]+", raw) if t) if is_list else raw
     if isinstance(value, dict):
         return json.dumps(value)
