@@ -5,7 +5,7 @@ Each check is one small function yielding problems; ``cross_check`` runs them al
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from app.content.catalogue import Catalogue, Lesson, Term
 from app.content.figures import figure_problem
@@ -106,19 +106,27 @@ def _term_quiz_ids(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Prob
         yield Problem(term.path, term.line_of.get("quiz", 2), f"quiz id '{dup}' is used twice")
 
 
-def _term_links(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
-    for html_text in [*term.depths_html, term.definition_html, *term.exercise_html.values()]:
+def _broken_links(
+    cat: Catalogue, owner: Term | Lesson, html_texts: Iterable[str], lab_ids: LabIds
+) -> Iterator[Problem]:
+    for html_text in html_texts:
         for link in _internal_links(html_text):
             if not link_ok(cat, link, lab_ids):
-                line = line_of_text(term.source, link)
-                yield Problem(term.path, line, f"broken internal link {link}")
+                line = line_of_text(owner.source, link)
+                yield Problem(owner.path, line, f"broken internal link {link}")
 
 
-def _term_figures(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
-    for line, ref in term.figures:
+def _figures(cat: Catalogue, owner: Term | Lesson, lab_ids: LabIds) -> Iterator[Problem]:
+    """Every ```figure block names a figure the catalogue has, drawn from current data."""
+    for line, ref in owner.figures:
         problem = figure_problem(ref, cat.figures)
         if problem:
-            yield Problem(term.path, line, problem)
+            yield Problem(owner.path, line, problem)
+
+
+def _term_links(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
+    htmls = [*term.depths_html, term.definition_html, *term.exercise_html.values()]
+    return _broken_links(cat, term, htmls, lab_ids)
 
 
 # --- lessons -----------------------------------------------------------------------
@@ -150,20 +158,8 @@ def _lesson_where_next(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Itera
 
 
 def _lesson_links(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[Problem]:
-    for kind, seg in lesson.segments:
-        if kind != "html":
-            continue
-        for link in _internal_links(seg):
-            if not link_ok(cat, link, lab_ids):
-                line = line_of_text(lesson.source, link)
-                yield Problem(lesson.path, line, f"broken internal link {link}")
-
-
-def _lesson_figures(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[Problem]:
-    for line, ref in lesson.figures:
-        problem = figure_problem(ref, cat.figures)
-        if problem:
-            yield Problem(lesson.path, line, problem)
+    htmls = [seg for kind, seg in lesson.segments if kind == "html"]
+    return _broken_links(cat, lesson, htmls, lab_ids)
 
 
 def _lesson_quiz_ids(cat: Catalogue, lesson: Lesson, lab_ids: LabIds) -> Iterator[Problem]:
@@ -178,7 +174,7 @@ TERM_CHECKS: tuple[Callable[[Catalogue, Term, LabIds], Iterator[Problem]], ...] 
     _term_labs,
     _term_quiz_ids,
     _term_links,
-    _term_figures,
+    _figures,
 )
 LESSON_CHECKS: tuple[Callable[[Catalogue, Lesson, LabIds], Iterator[Problem]], ...] = (
     _lesson_prerequisites,
@@ -186,7 +182,7 @@ LESSON_CHECKS: tuple[Callable[[Catalogue, Lesson, LabIds], Iterator[Problem]], .
     _lesson_where_next,
     _lesson_links,
     _lesson_quiz_ids,
-    _lesson_figures,
+    _figures,
 )
 
 
