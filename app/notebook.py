@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app import review
 from app.db import NotebookEntry, Run, utcnow
 from app.markdown import render_markdown
-from app.quiz import AnswerError, _convert, parse_number
+from app.quiz import AnswerError, convert, parse_number
 from labs.base import Lab
 from labs.registry import get_lab
 
@@ -63,7 +63,7 @@ def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
         raise PredictionError("Choose which result your number predicts.", field="_metric")
     try:
         value, unit = parse_number(raw)
-        value, _ = _convert(value, unit, units[metric])
+        value, _ = convert(value, unit, units[metric])
     except AnswerError as e:
         raise PredictionError(
             f"Prediction: write a number, optionally with its unit (e.g. 4.5 or 141 GB). {e}"

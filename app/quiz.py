@@ -90,6 +90,3 @@ def convert(value: float, unit: str | None, want: str) -> tuple[float, list[str]
             f"1 GB = 10⁹ bytes while 1 GiB = 2³⁰ bytes ≈ 1.074 GB. Your {fmt_number(value)} {unit} = {fmt_number(converted)} {want}."
         )
     return converted, notes
-
-
-_convert = convert  # the name notebook.py imports (edited on another branch meanwhile)

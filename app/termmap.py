@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 WIDTH = 640  # user units of the wide layout; it is shown at most 40rem (640 px) wide
-HEIGHT = 420  # kept for callers that still pass it; the layout computes its own height
 NARROW_WIDTH = 360  # a 390 px phone shows it at ~358 px: labels keep their size
 
 FONT_PX = 13.0

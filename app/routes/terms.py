@@ -15,7 +15,7 @@ from app import progress, routes
 from app.content import DEPTHS, Catalogue, Term
 from app.deps import CatalogueDep, LearnerDep, SessionDep
 from app.templating import fill_csrf, render, render_once, templates
-from app.termmap import HEIGHT, WIDTH
+from app.termmap import WIDTH
 
 router = routes.router(tags=["terms"])
 
@@ -117,7 +117,6 @@ def _card_parts(cat: Catalogue, term: Term) -> CardParts:
             "nodes": cat.term_map(term.slug),
             "related": cat.related_terms(term.slug),
             "map_w": WIDTH,
-            "map_h": HEIGHT,
             "collections": [
                 cat.collections[c] for c in term.front.collections if c in cat.collections
             ],
