@@ -19,11 +19,10 @@ from pathlib import Path
 
 import httpx
 
-from app.settings import Settings
 from tests.integration.conftest import (
-    STACK_SETTINGS,
     _postgres_database,
     _redis_database,
+    default_stack_env,
     open_stack,
     start,
     wait_final,
@@ -52,9 +51,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stack", choices=["sqlite", "postgres"], default="sqlite")
     args = ap.parse_args()
-    defaults = {k: str(Settings.model_fields[k.removeprefix("LOWBIT_").lower()].default)
-                for k in STACK_SETTINGS if k not in ("LOWBIT_ENV", "LOWBIT_EXTRA_LAB_MODULES")}  # fmt: skip
-    env = {**defaults}
+    env = default_stack_env("LOWBIT_EXTRA_LAB_MODULES")  # the probes stay
     cleanups = []
     if args.stack == "postgres":
         env["LOWBIT_DATABASE_URL"], drop = _postgres_database(f"lowbit_burst_{int(time.time())}")

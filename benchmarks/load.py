@@ -297,18 +297,15 @@ def main() -> int:
     args = ap.parse_args()
 
     # The integration suite's stack: server and worker processes, logs in a temp dir.
-    from app.settings import Settings
     from tests.integration.conftest import (
-        STACK_SETTINGS,
         _postgres_database,
         _redis_database,
+        default_stack_env,
         open_stack,
     )
 
     # Default settings throughout, the per-client limits included.
-    defaults = {k: str(Settings.model_fields[k.removeprefix("LOWBIT_").lower()].default)
-                for k in STACK_SETTINGS if k != "LOWBIT_ENV"}  # fmt: skip
-    env = {**defaults, "LOWBIT_CONTENT_DIR": str(ROOT / "content")}
+    env = {**default_stack_env(), "LOWBIT_CONTENT_DIR": str(ROOT / "content")}
     cleanups = []
     if args.stack == "postgres":
         env["LOWBIT_DATABASE_URL"], drop = _postgres_database(f"lowbit_load_{int(time.time())}")

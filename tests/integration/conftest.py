@@ -289,6 +289,18 @@ def wait_final(client: httpx.Client, run_id: str, timeout: float = 60) -> dict[s
     return wait_for(done, timeout, f"run {run_id} did not finish in {timeout} s", every=0.1)
 
 
+def setting_default(env_key: str) -> str:
+    """The default of the setting an environment variable sets (``LOWBIT_PORT`` → "8000")."""
+    return str(Settings.model_fields[env_key.removeprefix("LOWBIT_").lower()].default)
+
+
+def default_stack_env(*keep: str) -> dict[str, str]:
+    """STACK_SETTINGS with every value back at its default, except ``LOWBIT_ENV`` and the
+    keys in ``keep``: a stack that runs with the default settings (limits included)."""
+    kept = {"LOWBIT_ENV", *keep}
+    return {k: setting_default(k) for k in STACK_SETTINGS if k not in kept}
+
+
 def run_async(coro: Any) -> Any:
     """``asyncio.run(coro)`` in a thread of its own: the browser tests' Playwright may
     hold this thread's event loop."""

@@ -14,8 +14,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from app.db import AuthSession, Learner, utcnow
-from app.settings import Settings
-from tests.integration.conftest import STACK_SETTINGS, Stack, open_stack, run_async
+from tests.integration.conftest import STACK_SETTINGS, Stack, open_stack, run_async, setting_default
 
 LIMIT_KEYS = (
     "LOWBIT_ANONYMOUS_RUNS_PER_IP_PER_MINUTE",
@@ -24,15 +23,10 @@ LIMIT_KEYS = (
 )
 
 
-def _default(env_key: str) -> str:
-    field = env_key.removeprefix("LOWBIT_").lower()
-    return str(Settings.model_fields[field].default)
-
-
 @pytest.fixture(scope="module")
 def defaults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A stack (server + worker, SQLite) with the default per-client limits."""
-    env = {k: _default(k) for k in LIMIT_KEYS}
+    env = {k: setting_default(k) for k in LIMIT_KEYS}
     assert all(STACK_SETTINGS[k] != env[k] for k in LIMIT_KEYS)
     with open_stack("defaults", tmp_path_factory.mktemp("defaults"), env) as s:
         yield s
@@ -175,7 +169,7 @@ def test_concurrent_wrong_passwords_cannot_pass_the_limit(defaults: Stack) -> No
         )
 
     codes = run_async(_burst(defaults.url, 40, guess, "127.0.0.2"))
-    limit = int(_default("LOWBIT_LOGIN_ATTEMPTS_PER_MINUTE"))
+    limit = int(setting_default("LOWBIT_LOGIN_ATTEMPTS_PER_MINUTE"))
     assert codes.count(422) <= limit and codes.count(429) >= 40 - limit
     assert set(codes) <= {422, 429}
     # the owner, from another address, is not locked out by someone else's guesses
@@ -186,7 +180,7 @@ def test_concurrent_wrong_passwords_cannot_pass_the_limit(defaults: Stack) -> No
 
 def test_spraying_usernames_from_one_client_is_limited(defaults: Stack) -> None:
     c = _client(defaults, "127.0.0.4")
-    per_ip = int(_default("LOWBIT_LOGIN_ATTEMPTS_PER_IP_PER_MINUTE"))
+    per_ip = int(setting_default("LOWBIT_LOGIN_ATTEMPTS_PER_IP_PER_MINUTE"))
     codes = [
         c.post("/signin", data={"username": f"spray{i}", "password": "guess guess"}).status_code
         for i in range(per_ip + 2)
@@ -194,9 +188,9 @@ def test_spraying_usernames_from_one_client_is_limited(defaults: Stack) -> None:
     assert codes[:per_ip] == [422] * per_ip and codes[-1] == 429
 
 
-def test_forwarded_for_is_not_believed_by_default(defaults: Stack) -> None:
+def test_forwarded_for_is_not_believed_bysetting_default(defaults: Stack) -> None:
     c = _client(defaults, "127.0.0.5")
-    per_ip = int(_default("LOWBIT_LOGIN_ATTEMPTS_PER_IP_PER_MINUTE"))
+    per_ip = int(setting_default("LOWBIT_LOGIN_ATTEMPTS_PER_IP_PER_MINUTE"))
     codes = [
         c.post(
             "/signin",
@@ -227,7 +221,7 @@ def test_reading_without_cookies_writes_no_learner(defaults: Stack) -> None:
 
 
 def test_fresh_cookies_cannot_multiply_the_run_quota(defaults: Stack) -> None:
-    per_ip = int(_default("LOWBIT_ANONYMOUS_RUNS_PER_IP_PER_MINUTE"))
+    per_ip = int(setting_default("LOWBIT_ANONYMOUS_RUNS_PER_IP_PER_MINUTE"))
     codes = []
     for _ in range(per_ip + 2):
         c = _client(defaults, "127.0.0.6")  # a new cookie each time
@@ -262,7 +256,7 @@ def test_first_requests_of_a_new_learner_all_succeed(stack: Stack) -> None:
 
 def test_oversized_bodies_are_refused_before_they_are_read(defaults: Stack) -> None:
     c = _client(defaults)
-    limit = int(_default("LOWBIT_MAX_BODY_BYTES"))
+    limit = int(setting_default("LOWBIT_MAX_BODY_BYTES"))
     big = b'{"values": [' + b"1," * (limit // 2) + b"1]}"
     r = c.post(
         "/api/labs/block-quantize/runs", content=big, headers={"content-type": "application/json"}
