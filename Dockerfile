@@ -47,8 +47,13 @@ CMD ["lowbit", "serve", "--host", "0.0.0.0", "--port", "8000"]
 # ---- CPU worker: torch from the CPU wheel index (never a CUDA build here) ----
 FROM base AS worker-cpu
 ARG TORCH_VERSION
-RUN pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu \
- && pip install --no-cache-dir ".[worker]"
+# gcc builds the native q4_k/q6_k quantizer (labs/quant/_kquants.c) and leaves again.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu \
+ && pip install --no-cache-dir ".[worker]" \
+ && python -c "import labs.quant._kquants" \
+ && apt-get purge -y --auto-remove gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 USER 10001:10001
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["lowbit", "worker", "--check"]
@@ -60,7 +65,7 @@ ARG TORCH_VERSION
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     LOWBIT_DATA_DIR=/data LOWBIT_WORKER_QUEUES=gpu,cpu VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv \
+ && apt-get install -y --no-install-recommends python3 python3-venv python3-dev gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 lowbit \
  && useradd --system --uid 10001 --gid lowbit --home-dir /app --shell /usr/sbin/nologin lowbit \
@@ -69,7 +74,8 @@ RUN apt-get update \
 WORKDIR /app
 COPY --from=base /app /app
 RUN pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cu128 \
- && pip install --no-cache-dir ".[worker]"
+ && pip install --no-cache-dir ".[worker]" \
+ && python -c "import labs.quant._kquants"
 USER 10001:10001
 HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
   CMD ["lowbit", "worker", "--check"]

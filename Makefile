@@ -11,7 +11,8 @@ VENDOR := static/vendor/htmx.min.js static/vendor/sse.js
 
 .PHONY: run test bench install static browser nginx lint test-gpu clean screenshots
 
-$(STAMP): pyproject.toml
+# The C source too: pip builds labs/quant/_kquants.c into the tree (an editable install).
+$(STAMP): pyproject.toml labs/quant/_kquants.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch, pinned: an open range would pull a multi-GB CUDA build.

@@ -292,6 +292,16 @@ class Format(ABC):
         the decoded scales, and the decoded zero points as the offset (a block minimum)."""
         return self.decode_scales(fields, tensor), self.decode_zero_points(fields, tensor)
 
+    def native_quantize(
+        self, x_rows: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]] | None:
+        """A native kernel for the whole quantizer, where the format has one: from the
+        padded rows (n_rows, padded_row_len), the codes (n_blocks, block_len), fields and
+        tensor fields the torch pipeline below makes, bit for bit. None (the default):
+        run the torch pipeline, which stays the reference and covers every device and
+        every input a kernel leaves to it."""
+        return None
+
     # --- the shared pipeline --------------------------------------------------------------
 
     def quantize(self, x: torch.Tensor) -> QuantizedTensor:
@@ -312,6 +322,9 @@ class Format(ABC):
         if layout.padded_row_len > layout.row_len:
             pad = layout.padded_row_len - layout.row_len
             x_rows = torch.cat([x_rows, x_rows[:, -1:].expand(-1, pad)], dim=1)
+        native = self.native_quantize(x_rows)
+        if native is not None:
+            return QuantizedTensor(self, layout, x.dtype, *native)
         x_blocks = x_rows.reshape(layout.n_blocks, layout.block_len)
 
         step = _chunk_blocks(layout.block_len, x.device, self.chunk_factor)

@@ -71,9 +71,18 @@ from labs.quant import constants as C
 from labs.quant.blockops import block_absmax
 from labs.quant.core import Layout
 from labs.quant.formats.gguf import GGUFFormat, _fp16_bytes
+from labs.quant.parallel import cpu_workers, map_chunks
 
 if TYPE_CHECKING:
     import torch
+
+try:  # the native quantizer (_kquants.c), built by the install where a C compiler is
+    from labs.quant import _kquants as KERNEL
+except ImportError:  # pragma: no cover - depends on the build
+    KERNEL = None
+# Values per native call: enough that a call's overhead is nothing, small enough that
+# the calls spread over every thread (labs.quant.parallel) and end together.
+NATIVE_CHUNK_VALUES = 1 << 18
 
 # Sub-blocks per (padded) row, recorded in the tensor's fields: ``block_scales`` and
 # ``pack`` group sub-blocks into super-blocks row by row.
@@ -377,6 +386,50 @@ class KQuantFormat(GGUFFormat):
         per_row = layout.padded_row_len // layout.block_len
         return {PER_ROW_FIELD: torch.tensor(per_row, dtype=torch.int64)}
 
+    # --- the native kernel (labs/quant/_kquants.c) ---------------------------------------
+
+    @abstractmethod
+    def native_fields(self, n_super: int) -> dict[str, torch.Tensor]:
+        """Empty field tensors for ``n_super`` super-blocks, in the kernel's order."""
+
+    def native_quantize(
+        self, x_rows: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]] | None:
+        """The whole quantizer in C on the CPU, cut into row ranges that run on parallel
+        threads (the kernel releases the GIL). None, and the torch pipeline runs, when the
+        kernel is not built, on another device, or when a chunk holds a non-finite value
+        or overflows an fp16 scale (the torch pipeline applies ``nonfinite=``)."""
+        import torch
+
+        if KERNEL is None or x_rows.device.type != "cpu":
+            return None
+        rows = x_rows.to(torch.float32).contiguous()
+        n_rows, row_len = rows.shape
+        per_row = row_len // self.sub_block
+        supers = -(-per_row // self.sub_blocks)
+        flat = rows.reshape(-1)
+        codes = torch.empty((n_rows * per_row, self.sub_block), dtype=torch.uint8)
+        flat_codes = codes.reshape(-1)
+        fields = self.native_fields(n_rows * supers)
+        kernel = getattr(KERNEL, self.key)
+
+        def run(segment: tuple[int, int, int, int]) -> int:
+            start, seg_rows, seg_len, first_super = segment
+            stop, seg_supers = start + seg_rows * seg_len, seg_rows * -(-seg_len // C.QK_K)
+            outputs = [f[first_super : first_super + seg_supers].numpy() for f in fields.values()]
+            status: int = kernel(
+                flat[start:stop].numpy(),
+                seg_rows,
+                seg_len,
+                flat_codes[start:stop].numpy(),
+                *outputs,
+            )
+            return status
+
+        if any(map_chunks(run, _segments(n_rows, row_len))):
+            return None
+        return codes, fields, {PER_ROW_FIELD: torch.tensor(per_row, dtype=torch.int64)}
+
     @abstractmethod
     def effective(
         self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
@@ -406,8 +459,43 @@ class KQuantFormat(GGUFFormat):
         """(n_super, 256) codes and the fields to (n_super, bytes per block) bytes."""
 
 
+def _segments(n_rows: int, row_len: int) -> list[tuple[int, int, int, int]]:
+    """Independent pieces of the rows for the kernel, as (first value, rows, row length,
+    first super-block). A row is a run of super-blocks, its last one maybe partial: rows
+    of whole super-blocks are cut at any super-block, other rows at row boundaries, and a
+    single such row into its whole super-blocks and the partial rest."""
+    per_chunk = max(1, NATIVE_CHUNK_VALUES // C.QK_K)
+    if row_len % C.QK_K == 0 or n_rows == 1:
+        whole = n_rows * row_len // C.QK_K if row_len % C.QK_K == 0 else row_len // C.QK_K
+        pieces = [
+            (s * C.QK_K, min(per_chunk, whole - s), C.QK_K, s) for s in range(0, whole, per_chunk)
+        ]
+        rest = n_rows * row_len - whole * C.QK_K
+        if rest:
+            pieces.append((whole * C.QK_K, 1, rest, whole))
+        return pieces
+    supers = -(-row_len // C.QK_K)
+    rows_per = max(1, NATIVE_CHUNK_VALUES // row_len)
+    if n_rows < rows_per * cpu_workers():  # spread what there is over the threads
+        rows_per = max(1, -(-n_rows // cpu_workers()))
+    return [
+        (r * row_len, min(rows_per, n_rows - r), row_len, r * supers)
+        for r in range(0, n_rows, rows_per)
+    ]
+
+
 @dataclass(frozen=True)
 class Q4_K(KQuantFormat, key="q4_k"):
+    def native_fields(self, n_super: int) -> dict[str, torch.Tensor]:
+        import torch
+
+        return {
+            "scale_fp16": torch.empty(n_super, dtype=torch.float16),
+            "min_fp16": torch.empty(n_super, dtype=torch.float16),
+            "sub_scale_u6": torch.empty((n_super, self.sub_blocks), dtype=torch.uint8),
+            "sub_min_u6": torch.empty((n_super, self.sub_blocks), dtype=torch.uint8),
+        }
+
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         scale, the_min, codes = make_qkx2_quants(x_hp)
         return {"amax": block_absmax(x_hp), "scale": scale, "min": the_min, "codes": codes}
@@ -507,6 +595,14 @@ class Q6_K(KQuantFormat, key="q6_k"):
     # The batched search holds 19 candidates' codes and terms at once: the usual chunk
     # (64 Ki elements) measured as fast as a quarter of it and as half of it.
     chunk_factor: ClassVar[float] = 1
+
+    def native_fields(self, n_super: int) -> dict[str, torch.Tensor]:
+        import torch
+
+        return {
+            "scale_fp16": torch.empty(n_super, dtype=torch.float16),
+            "sub_scale_i8": torch.empty((n_super, self.sub_blocks), dtype=torch.int8),
+        }
 
     def block_stats(self, x_hp: torch.Tensor) -> dict[str, torch.Tensor]:
         scale, codes = make_qx_quants(x_hp)

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from labs.quant import FORMATS, bits_per_value, quantize
+from labs.quant.formats import gguf_k
 from labs.quant.matmul import quantized_matmul
 
 gguf = pytest.importorskip("gguf", reason="gguf (gguf-py) is a dev dependency: pip install gguf")
@@ -181,8 +182,19 @@ C_REFERENCE_SHA256 = {
 }
 
 
+@pytest.fixture(params=["native", "torch"])
+def pipeline(request, monkeypatch):
+    """Each golden test runs on the native kernel (labs/quant/_kquants.c) and on the torch
+    pipeline: both must write llama.cpp's bytes."""
+    if request.param == "torch":
+        monkeypatch.setattr(gguf_k, "KERNEL", None)
+    elif gguf_k.KERNEL is None:
+        pytest.fail("labs.quant._kquants is not built: `pip install -e .` needs a C compiler")
+    return request.param
+
+
 @pytest.mark.parametrize(("name", "key"), sorted(C_REFERENCE_SHA256))
-def test_bytes_match_llama_cpp_c_reference(name, key):
+def test_bytes_match_llama_cpp_c_reference(name, key, pipeline):
     x = torch.from_numpy(exact_inputs()[name])
     data = quantize(x, key).to_bytes()
     assert hashlib.sha256(data).hexdigest()[:32] == C_REFERENCE_SHA256[(name, key)]
