@@ -65,6 +65,7 @@ import struct
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar
 
 from labs.quant import constants as C
@@ -76,6 +77,7 @@ from labs.quant.parallel import cpu_workers, map_chunks
 if TYPE_CHECKING:
     import torch
 
+KERNEL: ModuleType | None
 try:  # the native quantizer (_kquants.c), built by the install where a C compiler is
     from labs.quant import _kquants as KERNEL
 except ImportError:  # pragma: no cover - depends on the build
