@@ -156,6 +156,7 @@ def base_env(tmp: Path) -> dict[str, str]:
         "LOWBIT_CONTENT_DIR": str(make_content(tmp)),
         "LOWBIT_MAX_ACTIVE_RUNS": "1000",
         "LOWBIT_DAILY_RUN_QUOTA": "100000",
+        "LOWBIT_ANONYMOUS_RUNS_PER_IP_PER_MINUTE": "100000",
     }
 
 

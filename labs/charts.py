@@ -56,8 +56,7 @@ def binned_histogram(
     def draw(ax: Any) -> None:
         ax.stairs(list(counts), list(edges), fill=True, color=C1, alpha=0.85)
         if log:
-            ax.set_yscale("log")
-            ax.set_ylim(bottom=0.8)
+            _log_counts_axis(ax)
         ax.set_xlabel(x_label)
         ax.set_ylabel("values (log scale)" if log else "values")
         ax.set_title(title)
@@ -70,6 +69,28 @@ def binned_histogram(
             ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top", color=C2)
 
     return plots._render(draw)
+
+
+def _log_counts_axis(ax: Any) -> None:
+    """A log count axis with ticks at the decades only, labelled 1, 10, 100, 1k, 10k… in
+    plain text. matplotlib's default labels them 10ⁿ in mathtext, which a learner reads
+    slower, and adds 8 unlabelled minor ticks a decade whose layout alone took 0.3 s a
+    chart here."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.8)
+    ax.yaxis.set_major_locator(LogLocator(base=10))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: count_label(v)))
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def count_label(v: float) -> str:
+    """1, 10, 100, 1k, 10k, 100k, 1M…: a count on a log axis."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:g}{suffix}"
+    return f"{v:g}"
 
 
 def error_split_bars(

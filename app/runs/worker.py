@@ -39,7 +39,7 @@ from labs.base import InvalidParams, NeedsGPU
 from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
 from labs.runtime.executor import Job, Outcome, execute
 from labs.runtime.forkserver import ForkServer
-from labs.runtime.sandbox import MIB, SandboxConfig, lab_threads
+from labs.runtime.sandbox import MIB, SandboxConfig, lab_cpus, lab_threads
 from labs.runtime.warm import cpu_model
 
 log = logging.getLogger("lowbit.worker")
@@ -342,6 +342,7 @@ class LabWorker:
             user=self.settings.sandbox_user,
             hide=self.hidden_paths(),
             threads=lab_threads(self.settings.worker_concurrency),
+            cpus=lab_cpus(self.settings.worker_concurrency),
         )
 
         def store(batch: list[tuple[str, dict[str, Any]]]) -> bool:

@@ -14,6 +14,12 @@ result does not depend on which thread ran which chunk (nor on the chunk size).
 ``torch.set_num_threads`` is process-wide: while a map runs, intra-op parallelism is 1
 (a torch op another thread runs meanwhile is single-threaded, not wrong), and the
 caller's setting is put back when the last concurrent map ends.
+
+How many threads: torch's intra-op thread count, unless ``set_workers`` gave a budget of
+its own. The lab sandbox does (labs.runtime.sandbox): a lab child keeps 1 intra-op
+thread, since one-off torch ops on small tensors get slower with more, while a map,
+which only spreads work that is at least two chunks of 64 Ki values, may use every core
+the run was given.
 """
 
 from __future__ import annotations
@@ -32,6 +38,17 @@ _DEPTH = 0
 _SAVED_THREADS = 1
 # Set in the pool's threads: a map started from inside one runs its items in line.
 _IN_WORKER = threading.local()
+# Threads a map may use (set_workers); None: torch's intra-op thread count.
+_BUDGET: int | None = None
+
+
+def set_workers(workers: int | None) -> None:
+    """Threads ``map_chunks`` may use from now on, whatever torch's intra-op setting;
+    None goes back to following it."""
+    global _BUDGET
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    _BUDGET = workers
 
 
 @contextmanager
@@ -47,7 +64,7 @@ def _single_threaded_ops() -> Iterator[int]:
             _SAVED_THREADS = torch.get_num_threads()
             torch.set_num_threads(1)
         _DEPTH += 1
-        workers = _SAVED_THREADS
+        workers = _BUDGET if _BUDGET is not None else _SAVED_THREADS
     try:
         yield workers
     finally:
@@ -58,10 +75,13 @@ def _single_threaded_ops() -> Iterator[int]:
 
 
 def cpu_workers() -> int:
-    """Python threads a CPU map would use: the intra-op thread count (outside a map)."""
+    """Python threads a CPU map would use: the budget, else the intra-op thread count
+    (outside a map)."""
     import torch
 
     with _LOCK:
+        if _BUDGET is not None:
+            return _BUDGET
         return _SAVED_THREADS if _DEPTH else torch.get_num_threads()
 
 

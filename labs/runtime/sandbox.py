@@ -48,6 +48,10 @@ NOFILE_LIMIT = 256  # open file descriptors
 # many. Small tensors run slower with more threads (thread start-up and spinning
 # cost more than the work: 20 ms with 1 thread, 100-500 ms with 2 on 2 cores).
 MAX_LAB_THREADS = 4
+# Threads a child's chunked work (labs.quant.parallel.map_chunks: quantizing and error
+# sums on tensors of two chunks or more) may use: every core per concurrent run, at
+# most this many. A lone 4096x4096 run on 2 cores gets both.
+MAX_LAB_CPUS = 8
 # CPU seconds allowed per wall second per thread, plus slack for start-up, before SIGXCPU.
 CPU_SLACK_S = 2
 
@@ -86,6 +90,7 @@ class SandboxConfig:
     user: str = "nobody"
     hide: tuple[str, ...] = ()
     threads: int = 1
+    cpus: int = 1  # threads for chunked work (labs.quant.parallel), >= threads
     output_bytes: int = OUTPUT_LIMIT_BYTES
     result_bytes: int = RESULT_LIMIT_BYTES
     file_bytes: int = FILE_SIZE_LIMIT_BYTES
@@ -96,12 +101,17 @@ class SandboxConfig:
 
     @property
     def cpu_s(self) -> int:
-        return int(self.wall_s * self.threads) + CPU_SLACK_S
+        return int(self.wall_s * max(self.threads, self.cpus)) + CPU_SLACK_S
 
 
 def lab_threads(concurrency: int) -> int:
     """torch threads for each of ``concurrency`` simultaneous lab children."""
     return max(1, min(MAX_LAB_THREADS, (os.cpu_count() or 1) // (2 * max(1, concurrency))))
+
+
+def lab_cpus(concurrency: int) -> int:
+    """Threads for the chunked work of each of ``concurrency`` simultaneous children."""
+    return max(1, min(MAX_LAB_CPUS, (os.cpu_count() or 1) // max(1, concurrency)))
 
 
 @dataclass
@@ -180,7 +190,7 @@ def _limits(cfg: SandboxConfig, p: Protections, will_drop_root: bool) -> None:
     p.set(
         "cpu_time",
         True,
-        f"RLIMIT_CPU {cfg.cpu_s} s ({cfg.threads} threads × {cfg.wall_s:g} s + slack)",
+        f"RLIMIT_CPU {cfg.cpu_s} s ({max(cfg.threads, cfg.cpus)} threads × {cfg.wall_s:g} s + slack)",
     )
     resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.file_bytes, cfg.file_bytes))
     # Writes past the limit then fail with EFBIG instead of killing the lab.
@@ -348,8 +358,15 @@ def prepare_torch(cfg: SandboxConfig, p: Protections) -> dict[str, Any]:
     """Thread count and GPU memory cap, in the child; returns what the device is."""
     import torch
 
+    from labs.quant.parallel import set_workers
+
     torch.set_num_threads(cfg.threads)
-    env: dict[str, Any] = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    set_workers(max(cfg.threads, cfg.cpus))
+    env: dict[str, Any] = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "chunk_threads": max(cfg.threads, cfg.cpus),
+    }
     if cfg.device == "cuda" and torch.cuda.is_available():
         idx = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(idx)

@@ -10,6 +10,7 @@ from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
 from app.db import Run
+from labs.runtime.sandbox import lab_cpus, lab_threads
 from tests.integration.conftest import Stack, read_sse, start, wait_final, wait_for
 
 FINAL = ("succeeded", "failed", "timed_out", "cancelled")
@@ -46,6 +47,8 @@ def test_a_run_streams_its_events_and_records_where_it_ran(live: Stack) -> None:
     assert run["result"]["uid"] != 0  # ran as the sandbox user, not root
     env = run["environment"]
     assert {"host", "worker", "torch", "device", "python"} <= set(env)
+    # One intra-op thread; chunked work may use every core the lone run was given.
+    assert env["threads"] == lab_threads(1) and env["chunk_threads"] == lab_cpus(1)
     assert env["device"] == "cpu" and env["queue_backend"] == (
         "redis" if live.name == "postgres" else "sqlite"
     )

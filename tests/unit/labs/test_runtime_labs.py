@@ -182,3 +182,48 @@ def test_the_largest_tensor_is_allowed_and_one_more_is_not() -> None:
     assert block_quantize.BlockQuantizeParams(shape=[4096, 4096]).dims == (4096, 4096)
     with pytest.raises(ValidationError, match="cols must be between 1 and 4096"):
         block_quantize.BlockQuantizeParams(shape=[4096, 4097])
+
+
+def test_histogram_bins_match_histc_and_count_what_lies_beyond() -> None:
+    import torch
+
+    from labs.quant.parallel import set_workers
+
+    # Values at bin centres (no rounding at an edge can move them), the range's two
+    # ends (the last bin is closed, as histc's), values beyond both ends and NaN.
+    lo, hi, bins = -2.0, 2.0, block_quantize.HISTOGRAM_BINS
+    width = (hi - lo) / bins
+    k = torch.randint(0, bins, (300_001,), generator=torch.Generator().manual_seed(5))
+    inside = lo + (k.double() + 0.5) * width
+    v = torch.cat(
+        [inside, torch.tensor([lo, hi, hi, -7.0, 9.0, 9.5, float("nan")], dtype=torch.float64)]
+    ).float()
+    expected = torch.histc(v[~v.isnan()], bins=bins, min=lo, max=hi)
+    for workers in (None, 2):  # in line, and spread over two threads
+        set_workers(workers)
+        try:
+            counts, below, above = block_quantize._bin_counts(v, lo, hi)
+        finally:
+            set_workers(None)
+        assert counts == [int(c) for c in expected.tolist()]
+        assert counts[0] >= 1 and counts[-1] >= 2  # lo and hi (twice) are in the end bins
+        assert (below, above) == (1, 2)
+        assert sum(counts) + below + above == v.numel() - 1  # NaN is nowhere
+
+
+def test_relative_rmse_is_rms_error_over_rms_value() -> None:
+
+    result, _ = run_lab(block_quantize.LAB, {"format": "int4", "shape": [16, 256]})
+    x = block_quantize._tensor(
+        block_quantize.LAB.validate({"format": "int4", "shape": [16, 256]}), "cpu"
+    )
+    from labs.quant import quantize
+
+    err = quantize(x, "int4").dequantize().double() - x.double()
+    expected = (err.pow(2).mean() / x.double().pow(2).mean()).sqrt().item()
+    assert result.metrics.relative_rmse == pytest.approx(expected, rel=1e-9)
+    zeros, _ = run_lab(
+        block_quantize.LAB,
+        {"format": "int8", "distribution": "custom", "values": [0.0] * 32, "shape": [1, 32]},
+    )
+    assert zeros.metrics.relative_rmse is None  # no signal: undefined, not 0 or inf

@@ -12,7 +12,7 @@ import torch
 
 from labs.quant import FORMATS, core, quantize
 from labs.quant.metrics import clipped_mask, error_report, error_split
-from labs.quant.parallel import cpu_workers, map_chunks
+from labs.quant.parallel import cpu_workers, map_chunks, set_workers
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +34,31 @@ def test_map_chunks_keeps_order_and_restores_threads() -> None:
     assert map_chunks(work, range(9)) == [i * i for i in range(9)]
     assert set(seen) == {1}
     assert torch.get_num_threads() == 2 and cpu_workers() == 2
+
+
+def test_a_worker_budget_spreads_maps_over_threads_whatever_torch_uses() -> None:
+    # The lab sandbox: 1 intra-op thread, but a budget of 2 for chunked work.
+    torch.set_num_threads(1)
+    names: set[str] = set()
+    barrier = threading.Barrier(2, timeout=5)
+
+    def work(i: int) -> int:
+        names.add(threading.current_thread().name)
+        barrier.wait()  # only returns when two chunks run at the same time
+        return i
+
+    try:
+        assert map_chunks(lambda i: i, range(4)) == [0, 1, 2, 3]  # no budget: in line
+        set_workers(2)
+        assert cpu_workers() == 2
+        assert map_chunks(work, range(2)) == [0, 1]
+        assert len(names) == 2 and "MainThread" not in names
+        assert torch.get_num_threads() == 1  # the caller's setting is back
+        with pytest.raises(ValueError, match="at least 1"):
+            set_workers(0)
+    finally:
+        set_workers(None)
+    assert cpu_workers() == 1
 
 
 def test_map_chunks_nested_and_failing() -> None:
