@@ -219,9 +219,21 @@ def _tensor(params: BlockQuantizeParams, device: str) -> torch.Tensor:
         x = torch.randn(rows, cols, generator=g)
         if params.distribution == "outliers":
             n = max(1, round(OUTLIER_FRACTION * x.numel()))
-            idx = torch.randperm(x.numel(), generator=g)[:n]
-            x.view(-1)[idx] *= OUTLIER_SCALE
+            x.view(-1)[_distinct_indices(x.numel(), n, g)] *= OUTLIER_SCALE
     return x.to(device)
+
+
+def _distinct_indices(numel: int, n: int, g: torch.Generator) -> torch.Tensor:
+    """``n`` distinct indices below ``numel``, uniformly at random: twice as many draws
+    with replacement, their distinct values, then n of those in random order (a full
+    randperm of 16 Mi took 0.9 s here for 17 k outliers)."""
+    import torch
+
+    picked = torch.unique(torch.randint(numel, (2 * n,), generator=g))
+    while picked.numel() < n:  # too many repeats (only when n is near numel)
+        more = torch.randint(numel, (2 * n,), generator=g)
+        picked = torch.unique(torch.cat([picked, more]))
+    return picked[torch.randperm(picked.numel(), generator=g)[:n]]
 
 
 def _blocks(x: torch.Tensor, layout: Any, flat: bool) -> torch.Tensor:

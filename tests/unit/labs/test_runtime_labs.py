@@ -227,3 +227,20 @@ def test_relative_rmse_is_rms_error_over_rms_value() -> None:
         {"format": "int8", "distribution": "custom", "values": [0.0] * 32, "shape": [1, 32]},
     )
     assert zeros.metrics.relative_rmse is None  # no signal: undefined, not 0 or inf
+
+
+@pytest.mark.parametrize("shape", [[1, 1], [4, 250], [64, 4096]])
+def test_outliers_are_the_stated_fraction_of_distinct_values(shape: list[int]) -> None:
+    import torch
+
+    params = block_quantize.LAB.validate(
+        {"format": "int8", "shape": shape, "distribution": "outliers", "seed": 9}
+    )
+    x = block_quantize._tensor(params, "cpu")
+    base = torch.randn(*shape, generator=torch.Generator().manual_seed(9))
+    scaled = (x != base).sum().item()  # each outlier scaled once, none twice
+    n = max(1, round(block_quantize.OUTLIER_FRACTION * x.numel()))
+    assert scaled == n
+    assert torch.allclose(x[x != base], base[x != base] * block_quantize.OUTLIER_SCALE)
+    again = block_quantize._tensor(params, "cpu")
+    assert torch.equal(x, again)  # the seed fixes the tensor
