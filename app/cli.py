@@ -109,6 +109,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app.state.embedded_worker = worker
         worker.start()
     _trim_malloc()
+    import os as _o
+
+    if _o.environ.get("X_SWITCH"):
+        sys.setswitchinterval(float(_o.environ["X_SWITCH"]))
     try:
         uvicorn.run(
             app,

@@ -108,7 +108,7 @@ def _learner_id(request: Request, session: Session) -> str:
     if request.method in SAFE_METHODS:
         return learner_id
     if learner is None:
-        request.app.state.limiter.hit(request.app.state.limiter.new_learner, state.client_ip)
+        request.app.state.limiter.hit(request.app.state.limiter.new_learner, state.client_key)
         ensure_learner(session, learner_id)
     elif (utcnow() - learner.last_seen_at).total_seconds() > 300:
         learner.last_seen_at = utcnow()
@@ -122,7 +122,7 @@ def anonymous_run_limit(request: Request) -> Callable[[], None] | None:
     if request.state.signed_in:
         return None
     limiter = request.app.state.limiter
-    client = request.state.client_ip
+    client = request.state.client_key
     return lambda: limiter.hit(limiter.anonymous_run, client)
 
 

@@ -7,8 +7,9 @@ from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import FastAPI
+from sqlalchemy import event
 
-from app import errors, metrics
+from app import cpu, errors, metrics
 from app.content import Catalogue
 from app.content.store import ContentStore
 from app.db import make_engine, make_sessionmaker
@@ -35,6 +36,7 @@ from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import RunQueue
 from app.search import sync_index
 from app.settings import Settings
+from app.streams import StreamSlots
 from app.templating import StaticManifest, templates
 from labs.registry import lab_ids
 
@@ -45,7 +47,17 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     settings = settings or Settings()
     configure_logging()
     engine = make_engine(settings.db_url, pool_size=settings.web_threads)
+    # Route threads run Python in turns and give theirs back during queries (app.cpu).
+    cpu.configure(settings.web_cpu_threads)
+    event.listen(engine, "before_cursor_execute", cpu.waiting_for_io)
+    event.listen(engine, "after_cursor_execute", cpu.back_from_io)
+    event.listen(engine, "handle_error", cpu.back_from_io)
+    event.listen(engine, "commit", cpu.waiting_for_io)  # before the COMMIT round trip
+    event.listen(engine, "rollback", cpu.waiting_for_io)
+    event.listen(engine.pool, "reset", cpu.waiting_for_io)  # the rollback on check-in
     sessionmaker = make_sessionmaker(engine)
+    event.listen(sessionmaker, "after_commit", cpu.back_from_io)
+    event.listen(sessionmaker, "after_rollback", cpu.back_from_io)
 
     def index(cat: Catalogue) -> None:
         with sessionmaker() as s:
@@ -76,6 +88,9 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     app.state.engine = engine
     app.state.sessionmaker = sessionmaker
     app.state.limiter = Limiter(settings)
+    app.state.streams = StreamSlots(
+        settings.max_streams_per_learner, settings.max_streams_per_client
+    )
     app.state.content = store
     app.state.static = manifest
     app.state.labs = lab_catalogue(settings) if labs is None else labs

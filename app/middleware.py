@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import sessions
 from app.metrics import observe_request
-from app.ratelimit import client_ip, parse_networks
+from app.ratelimit import client_ip, client_key, parse_networks
 from app.settings import Settings
 
 log = logging.getLogger("lowbit.access")
@@ -124,6 +124,7 @@ class LowbitMiddleware:
         peer = (scope.get("client") or ("", 0))[0]
         forwarded = headers.get(b"x-forwarded-for", b"").decode("latin-1")
         state["client_ip"] = client_ip(peer, forwarded, self.proxies)
+        state["client_key"] = client_key(state["client_ip"])  # what per-client limits count
 
         new_cookies: list[bytes] = []
         token = cookies.get(SESSION_COOKIE)

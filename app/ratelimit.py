@@ -132,6 +132,25 @@ def _trusted(addr: str, proxies: tuple[Network, ...]) -> bool:
     return any(ip in net for net in proxies)
 
 
+# One client, as a per-client limit counts it: an IPv6 host commonly holds a whole /64
+# (SLAAC, privacy addresses), so counting per address would give it 2^64 budgets.
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_key(ip: str) -> str:
+    """What a per-client limit counts ``ip`` as: an IPv4 address itself (an IPv4-mapped
+    IPv6 address as its IPv4), an IPv6 address as its /64, anything else as given."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{addr}/{IPV6_CLIENT_PREFIX}", strict=False))
+    return str(addr)
+
+
 def client_ip(peer: str, forwarded_for: str, proxies: tuple[Network, ...]) -> str:
     """The client's address: the TCP peer, unless the peer is a trusted proxy; then the
     right-most address in ``X-Forwarded-For`` that is not itself a trusted proxy (the

@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     )
     secure_cookies: bool = Field(False, description="Mark cookies Secure (set behind HTTPS)")
     max_active_runs: int = Field(2, ge=1, description="Queued or running runs one learner may have")
+    max_streams_per_learner: int = Field(
+        8, ge=1, description="Run event streams one learner may hold open at once (app/streams.py)"
+    )
+    max_streams_per_client: int = Field(
+        64,
+        ge=1,
+        description="Run event streams one client (address; IPv6 /64) may hold open at once",
+    )
     daily_run_quota: int = Field(200, ge=1, description="Runs one learner may start per UTC day")
     daily_gpu_quota: int = Field(
         20, ge=0, description="GPU lab runs one signed-in account may start per day"
@@ -112,6 +120,14 @@ class Settings(BaseSettings):
     )
     web_threads: int = Field(
         16, ge=4, le=256, description="Threads serving sync routes; the database pool matches it"
+    )
+    web_cpu_threads: int = Field(
+        2,
+        ge=1,
+        le=256,
+        description="Of those, how many may run Python at once (the rest wait for the "
+        "database or for a turn; app/cpu.py). The GIL runs one anyway: more only make "
+        "the event loop wait longer for its turn",
     )
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (bytes); larger gets 413"

@@ -18,6 +18,8 @@ from fastapi import APIRouter
 from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
+from app import cpu
+
 
 def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(endpoint)
@@ -35,7 +37,8 @@ def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
 class SessionClosingRoute(APIRoute):
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         if not inspect.iscoroutinefunction(endpoint):
-            endpoint = _closing_sessions(endpoint)
+            # Its Python runs in a turn (app.cpu), its queries outside one.
+            endpoint = cpu.in_turn(_closing_sessions(endpoint))
         super().__init__(path, endpoint, **kwargs)
 
 

@@ -68,7 +68,7 @@ def signin(request: Request, session: SessionDep, settings: SettingsDep, form: F
     limiter = request.app.state.limiter
     try:
         account = authenticate(
-            session, username.strip(), password, limiter, request.state.client_ip
+            session, username.strip(), password, limiter, request.state.client_key
         )
     except (AccountError, RateLimited) as e:
         status, headers = 422, {}

@@ -23,7 +23,7 @@ from fastapi.responses import (
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import notebook, routes
+from app import cpu, notebook, routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import (
     NO_SUCH_RUN,
@@ -46,6 +46,7 @@ from app.runs.service import (
     start_run,
 )
 from app.runs.views import format_params, format_value, histogram_svg, sse
+from app.streams import SlotStreamingResponse, StreamSlot
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
 from labs.plots import sanitize_svg, themed
@@ -161,6 +162,9 @@ def _poll(factory: sessionmaker[Session], run_id: str, after: int) -> tuple[Run,
         return run, store.events_after(s, run_id, after)
 
 
+_polled = cpu.in_turn(_poll)  # a stream's poll runs in a turn, like a route (app.cpu)
+
+
 def _resume_from(request: Request, after: int) -> int:
     last = request.headers.get("last-event-id", "").strip()
     if last.isascii() and last.isdigit():
@@ -185,7 +189,7 @@ async def _stream(
         if await request.is_disconnected():
             return
         try:
-            run, events = await anyio.to_thread.run_sync(_poll, factory, run_id, last_seq)
+            run, events = await anyio.to_thread.run_sync(_polled, factory, run_id, last_seq)
         except (OperationalError, InterfaceError):
             # The database is restarting: keep the stream open and poll again
             # rather than drop the learner's page into a reconnect loop.
@@ -216,7 +220,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 @router.get("/api/runs/{run_id}/events")
 def api_events(
-    run: RunDep, request: Request, session: SessionDep, after: After = 0
+    slot: StreamSlot, run: RunDep, request: Request, session: SessionDep, after: After = 0
 ) -> StreamingResponse:
     """``text/event-stream``: ``event: <kind>`` with the event's JSON (``id`` = seq),
     ``event: status`` on each status change, and a final ``event: end``. Reconnecting
@@ -235,8 +239,9 @@ def api_events(
             "end", json.dumps({"status": run.status, "error": run.error, "result": run.result})
         )
 
-    return StreamingResponse(
+    return SlotStreamingResponse(
         _stream(request, run_id, _resume_from(request, after), event, status, end),
+        slot,
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
@@ -244,7 +249,7 @@ def api_events(
 
 @router.get("/runs/{run_id}/stream")
 def html_events(
-    run: RunDep, request: Request, session: SessionDep, after: After = 0
+    slot: StreamSlot, run: RunDep, request: Request, session: SessionDep, after: After = 0
 ) -> StreamingResponse:
     """The same stream as HTML fragments for the htmx SSE extension: ``log`` lines,
     ``output`` blocks (tables, metrics, plots, notices), ``status``, ``end``."""
@@ -265,8 +270,9 @@ def html_events(
     def end(run: Run) -> str:
         return sse("end", run.status)
 
-    return StreamingResponse(
+    return SlotStreamingResponse(
         _stream(request, run_id, _resume_from(request, after), event, status, end),
+        slot,
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )

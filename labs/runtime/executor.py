@@ -41,7 +41,7 @@ from labs.runtime.sandbox import (
     prepare_torch,
     sandbox_ids,
 )
-from labs.runtime.trees import Tree, Trees
+from labs.runtime.trees import Tree, Trees, reap
 
 # Seconds between writes of a batch of events to the database: bounds the
 # write rate of a chatty lab and the latency of the stream.
@@ -280,12 +280,13 @@ class LocalChild:
         return status, rusage
 
     def poll(self) -> tuple[int, Any] | None:
-        wpid, status, rusage = os.wait4(self.pid, os.WNOHANG)
-        return self._exited(status, rusage) if wpid else None
+        done = reap(self.pid, self.tree, block=False)
+        return self._exited(done[1], done[2]) if done else None
 
     def wait(self) -> tuple[int, Any]:
-        _, status, rusage = os.wait4(self.pid, 0)
-        return self._exited(status, rusage)
+        done = reap(self.pid, self.tree)
+        assert done is not None
+        return self._exited(done[1], done[2])
 
     def kill(self) -> None:
         self.tree.kill()

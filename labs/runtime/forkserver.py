@@ -40,7 +40,7 @@ from typing import Any
 from labs.base import Lab
 from labs.runtime.executor import SERVER_LOST, Job, start_child
 from labs.runtime.sandbox import KEEP_ENV, SandboxConfig
-from labs.runtime.trees import Tree, Trees
+from labs.runtime.trees import Tree, Trees, reap
 
 log = logging.getLogger("lowbit.forkserver")
 
@@ -281,12 +281,16 @@ class _Server:
 
     def _reap(self) -> None:
         while True:
-            try:
-                pid, status, ru = os.wait4(-1, os.WNOHANG)
+            try:  # which child exited, without reaping it yet
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return
-            if not pid:
+            if info is None:
                 return
+            known = self.runs.get(info.si_pid)
+            done = reap(info.si_pid, known[1] if known else None)
+            assert done is not None
+            pid, status, ru = done
             run_sock, tree = self.runs.pop(pid, (None, None))
             if run_sock is None or tree is None:
                 continue

@@ -65,28 +65,34 @@ class Tree:
     items: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def kill(self) -> None:
-        """SIGKILL the child and everything it started (idempotent)."""
-        if self.cgroup is not None:
-            try:
-                with open(os.path.join(self.cgroup, "cgroup.kill"), "w") as f:
-                    f.write("1")
-            except OSError:
-                pass
+        """SIGKILL the child and everything it started (idempotent). Only while the
+        child is not yet reaped (running, or a zombie: ``reap`` calls it then): until
+        it is reaped its PID, and so its process group's id, cannot be given to
+        another process, after that a signal to them could hit a stranger."""
+        self._kill_cgroup()
         for kill in (os.killpg, os.kill):  # the child's group; PID 1 takes its namespace along
             try:
                 kill(self.pid, 9)
             except OSError:
                 pass
 
+    def _kill_cgroup(self) -> None:
+        if self.cgroup is not None:  # a path of this run's own: safe at any time
+            try:
+                with open(os.path.join(self.cgroup, "cgroup.kill"), "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+
     def finish(self) -> dict[str, dict[str, Any]]:
-        """After the child was reaped: kill what is left, check that nothing is, and
-        return the ``process_tree`` record."""
+        """After the child was reaped (``reap``: its group already killed): empty the
+        cgroup, check that nothing is left, and return the ``process_tree`` record.
+        Signals nothing by PID."""
         if self.kind == "pidns":
             return {"process_tree": _item(True, self.detail)}
         if self.kind != "cgroup" or self.cgroup is None:
-            self.kill()
             return {"process_tree": _item(False, self.detail)}
-        self.kill()
+        self._kill_cgroup()
         deadline = time.monotonic() + CGROUP_EMPTY_S
         left: list[str] = []
         while True:
@@ -107,6 +113,22 @@ class Tree:
                     )
                 }
             time.sleep(CGROUP_POLL_S)
+
+
+def reap(pid: int, tree: Tree | None, block: bool = True) -> tuple[int, int, Any] | None:
+    """Reap child ``pid`` (-1: any child) once it has exited, its whole tree killed
+    first, while the exited child still holds its PID and process group (a zombie):
+    (pid, status, rusage), or None when none has exited (``block`` False).
+    ``tree``: the child's (None: a child that is not a run's, reaped as it is)."""
+    flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+    idtype = os.P_ALL if pid == -1 else os.P_PID
+    info = os.waitid(idtype, max(pid, 0), flags)
+    if info is None:
+        return None
+    if tree is not None:
+        tree.kill()
+    found, status, rusage = os.wait4(info.si_pid, 0)
+    return found, status, rusage
 
 
 class Trees:

@@ -7,12 +7,13 @@ and liveness keeps answering throughout. The figures go to docs/reliability.md."
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass, field
 
 import httpx
 
-from tests.integration.conftest import Stack, run_async, start, wait_final
+from tests.integration.conftest import Stack, run_async, setting_default, start, wait_final
 
 BURST = 500
 STREAMS = 100
@@ -22,12 +23,23 @@ MIN_PROBES_DURING_BURST = 3
 
 
 @dataclass
+class Probed:
+    status: int
+    seconds: float
+    done: float  # monotonic time of the answer
+    retry_after: str
+
+
+@dataclass
 class Tally:
     codes: list[int] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # the path of each code
     bad: list[str] = field(default_factory=list)
     healthz_s: list[float] = field(default_factory=list)
     healthz_done: list[float] = field(default_factory=list)  # monotonic time of each answer
     burst_span: tuple[float, float] = (0.0, 0.0)  # released … last answer
+    healthz: list[Probed] = field(default_factory=list)
+    refused: list[Probed] = field(default_factory=list)  # the over-the-limit stream probe
 
 
 async def _one(c: httpx.AsyncClient, path: str, gate: asyncio.Event, tally: Tally) -> None:
@@ -45,39 +57,85 @@ async def _one(c: httpx.AsyncClient, path: str, gate: asyncio.Event, tally: Tall
         return
     seconds = time.monotonic() - t0
     tally.codes.append(r.status_code)
+    tally.paths.append(path)
     if r.status_code >= 500 or r.status_code == 429:
-        quick = seconds < 1 and r.headers.get("retry-after", "").isdigit()
-        if r.status_code not in (429, 503) or not quick:
+        # How fast a refusal comes back is measured by the probes (see PROBE).
+        told = r.headers.get("retry-after", "").isdigit()
+        if r.status_code not in (429, 503) or not told:
             tally.bad.append(f"{path}: {r.status_code} after {seconds:.1f}s")
 
 
-async def _probe(url: str, stop: asyncio.Event, tally: Tally) -> None:
-    async with httpx.AsyncClient(base_url=url, timeout=60) as c:
-        while not stop.is_set():
-            t0 = time.monotonic()
-            r = await c.get("/healthz")
-            tally.healthz_s.append(time.monotonic() - t0)
-            tally.healthz_done.append(time.monotonic())
-            assert r.status_code == 200
-            await asyncio.sleep(0.02)
+# Probes run in processes of their own and open a connection per probe, as a load
+# balancer's or another learner's browser does. Timing answers inside the burst's own
+# event loop would time that client as well: it spends about a second sending its 500
+# requests before it reads the first answer, so every answer it times looks slow.
+PROBE = r"""
+import http.client, select, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+every, path, cookie = float(sys.argv[2]), sys.argv[3], sys.argv[4]
+headers = {"Cookie": cookie} if cookie else {}
+print("ready", flush=True)
+out = []
+while not select.select([sys.stdin], [], [], every)[0]:  # until stdin closes
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn.request("GET", path, headers=headers)
+    r = conn.getresponse()  # the status line and headers: enough, even for a stream
+    retry = r.getheader("Retry-After") or "-"
+    conn.close()
+    out.append(f"{r.status} {t0} {time.monotonic()} {retry}")
+print("\n".join(out), flush=True)
+"""
+PROBE_EVERY_S = 0.02
 
 
-async def _burst(url: str, cookies: httpx.Cookies, paths: list[str]) -> Tally:
+async def _probe(url: str, stop: asyncio.Event, path: str, cookie: str = "") -> list[Probed]:
+    """GET ``path`` every PROBE_EVERY_S from a separate process until ``stop``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PROBE, url, str(PROBE_EVERY_S), path, cookie,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    assert (await proc.stdout.readline()).strip() == b"ready"
+    await stop.wait()
+    proc.stdin.close()  # end of input: the probe stops and reports
+    out = []
+    for line in (await proc.stdout.read()).decode().splitlines():
+        status, start, end, retry = line.split()
+        out.append(Probed(int(status), float(end) - float(start), float(end), retry))
+    await proc.wait()
+    return out
+
+
+async def _burst(
+    url: str, cookies: httpx.Cookies, paths: list[str], refused_path: str = ""
+) -> Tally:
+    """``paths`` released at once from one client, with /healthz probed throughout and,
+    given ``refused_path``, that path probed with the same cookies (a stream over the
+    learner's limit: each probe should be a quick 429)."""
     tally = Tally()
     limits = httpx.Limits(max_connections=BURST, max_keepalive_connections=BURST)
+    cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
     async with httpx.AsyncClient(base_url=url, cookies=cookies, limits=limits, timeout=120) as c:
         await asyncio.gather(*(c.get("/healthz") for _ in range(BURST)))  # open connections
         gate, stop = asyncio.Event(), asyncio.Event()
-        probe = asyncio.create_task(_probe(url, stop, tally))
+        health = asyncio.create_task(_probe(url, stop, "/healthz"))
         tasks = [asyncio.create_task(_one(c, p, gate, tally)) for p in paths]
         await asyncio.sleep(0.5)
         released = time.monotonic()
         gate.set()
+        refused = None
+        if refused_path:
+            await asyncio.sleep(0.2)  # the burst's own streams take the learner's slots
+            refused = asyncio.create_task(_probe(url, stop, refused_path, cookie))
         await asyncio.gather(*tasks)
         tally.burst_span = (released, time.monotonic())
         await asyncio.sleep(0.2)
         stop.set()
-        await probe
+        tally.healthz = await health
+        tally.refused = await refused if refused is not None else []
+    tally.healthz_s = [p.seconds for p in tally.healthz]
+    tally.healthz_done = [p.done for p in tally.healthz]
     return tally
 
 
@@ -96,11 +154,70 @@ def test_a_burst_of_every_kind_of_request_does_not_wedge_the_server(live: Stack)
     ]
     paths = [f"/api/runs/{slow}/events"] * STREAMS
     paths += [kinds[i % len(kinds)] for i in range(BURST - STREAMS)]
-    tally = run_async(_burst(live.url, c.cookies, paths))
+    tally = run_async(_burst(live.url, c.cookies, paths, f"/api/runs/{slow}/events"))
     assert tally.bad == [], tally.bad[:10]
     assert len(tally.codes) == BURST
-    assert tally.codes.count(200) >= BURST * 0.9, sorted(set(tally.codes))
+    pages = [code for code, p in zip(tally.codes, tally.paths, strict=True) if "/events" not in p]
+    streams = [code for code, p in zip(tally.codes, tally.paths, strict=True) if "/events" in p]
+    assert pages.count(200) >= len(pages) * 0.9, sorted(set(pages))
+    # One learner holds at most its stream limit open (the probe below may have held a
+    # slot for a moment); the rest were refused with 429.
+    cap = int(setting_default("LOWBIT_MAX_STREAMS_PER_LEARNER"))
+    probe_held = sum(p.status == 200 for p in tally.refused)
+    assert cap - probe_held <= streams.count(200) <= cap
+    assert streams.count(200) + streams.count(429) == STREAMS
     released, ended = tally.burst_span
     during = [t for t in tally.healthz_done if released < t < ended]
     assert len(during) >= MIN_PROBES_DURING_BURST, (len(during), max(tally.healthz_s))
+    # Another page of the same learner opening a stream meanwhile: refused at once.
+    refused = [p for p in tally.refused if p.status == 429 and p.done < ended]
+    assert len(refused) >= MIN_PROBES_DURING_BURST, [(p.status, p.done) for p in tally.refused]
+    assert all(p.seconds < 1 and p.retry_after.isdigit() for p in refused), max(
+        p.seconds for p in refused
+    )
+    assert {p.status for p in tally.refused} <= {200, 429}
+    c.post(f"/api/runs/{slow}/cancel")
+
+
+def test_event_streams_per_learner_are_capped_and_given_back(live: Stack) -> None:
+    c = live.learner()
+    slow = start(c, "sandbox-probe-slow", {"mode": "sleep", "seconds": 30})
+    cap = int(setting_default("LOWBIT_MAX_STREAMS_PER_LEARNER"))
+
+    async def scenario() -> None:
+        limits = httpx.Limits(max_connections=cap + 4)
+        async with httpx.AsyncClient(
+            base_url=live.url, cookies=c.cookies, timeout=30, limits=limits
+        ) as a:
+            # A stream of someone else's (or no) run is refused without using a slot.
+            for _ in range(cap + 1):
+                assert (await a.get("/api/runs/0000/events")).status_code == 404
+            held = []
+            for i in range(cap):
+                path = f"/runs/{slow}/stream" if i % 2 else f"/api/runs/{slow}/events"
+                r = await a.send(a.build_request("GET", path), stream=True)
+                assert r.status_code == 200, (i, r.status_code)
+                held.append(r)
+            t0 = time.monotonic()
+            over = await a.get(f"/api/runs/{slow}/events")
+            assert over.status_code == 429 and time.monotonic() - t0 < 1
+            assert int(over.headers["retry-after"]) >= 1
+            assert "live run streams open" in over.json()["detail"]
+            # Another learner from the same client is not held to this learner's limit.
+            other = live.learner()
+            async with httpx.AsyncClient(base_url=live.url, cookies=other.cookies) as b:
+                async with b.stream("GET", f"/api/runs/{slow}/events") as r:
+                    assert r.status_code == 404  # not theirs: refused, but not for the cap
+            await held.pop().aclose()  # one page closed: its slot comes back
+            for _ in range(50):
+                r = await a.send(a.build_request("GET", f"/api/runs/{slow}/events"), stream=True)
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(0.1)
+            assert r.status_code == 200
+            held.append(r)
+            for r in held:
+                await r.aclose()
+
+    run_async(scenario())
     c.post(f"/api/runs/{slow}/cancel")

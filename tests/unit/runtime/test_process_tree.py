@@ -94,3 +94,30 @@ def test_a_fork_server_that_dies_mid_run_fails_the_run_and_is_restarted() -> Non
         assert again.status == "succeeded", again
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("kind", ["none", "cgroup"])
+def test_after_reaping_nothing_is_signalled_by_pid(
+    kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # A reaped child's PID (and its group's id) may already belong to another
+    # process: the group is killed while the child is a zombie (trees.reap), and
+    # finish() afterwards signals nothing by PID.
+    from labs.runtime import trees
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    tree = trees.Tree(pid, kind, "test", cgroup=str(tmp_path) if kind == "cgroup" else None)
+    signalled: list[tuple[str, int]] = []
+    monkeypatch.setattr(os, "kill", lambda p, s: signalled.append(("kill", p)))
+    monkeypatch.setattr(os, "killpg", lambda p, s: signalled.append(("killpg", p)))
+    monkeypatch.setattr(trees, "CGROUP_EMPTY_S", 0.0)
+    done = trees.reap(pid, tree)
+    assert done is not None and done[0] == pid
+    assert ("killpg", pid) in signalled  # killed while it was a zombie
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # and reaped
+    signalled.clear()
+    tree.finish()
+    assert signalled == []
