@@ -42,14 +42,25 @@ class Tally:
     refused: list[Probed] = field(default_factory=list)  # the over-the-limit stream probe
 
 
-async def _one(c: httpx.AsyncClient, path: str, gate: asyncio.Event, tally: Tally) -> None:
+async def _one(
+    c: httpx.AsyncClient,
+    path: str,
+    gate: asyncio.Event,
+    tally: Tally,
+    hold: asyncio.Event | None = None,
+) -> None:
     await gate.wait()
     t0 = time.monotonic()
     try:
         if path.endswith("/events"):
             async with c.stream("GET", path) as r:
-                async for _ in r.aiter_bytes():
-                    break  # the stream answered; a learner's page would keep reading
+                body = r.aiter_bytes()
+                await anext(body, b"")  # the stream answered
+                if r.status_code == 200 and hold is not None:
+                    # and stays open, as a learner's run page does (the iterator is kept:
+                    # a dropped one is finalised, which closes the response)
+                    await hold.wait()
+                await body.aclose()
         else:
             r = await c.get(path)
     except httpx.HTTPError as e:
@@ -120,7 +131,8 @@ async def _burst(
         await asyncio.gather(*(c.get("/healthz") for _ in range(BURST)))  # open connections
         gate, stop = asyncio.Event(), asyncio.Event()
         health = asyncio.create_task(_probe(url, stop, "/healthz"))
-        tasks = [asyncio.create_task(_one(c, p, gate, tally)) for p in paths]
+        hold = asyncio.Event()  # the streams that were let in stay open until the end
+        tasks = [asyncio.create_task(_one(c, p, gate, tally, hold)) for p in paths]
         await asyncio.sleep(0.5)
         released = time.monotonic()
         gate.set()
@@ -128,12 +140,15 @@ async def _burst(
         if refused_path:
             await asyncio.sleep(0.2)  # the burst's own streams take the learner's slots
             refused = asyncio.create_task(_probe(url, stop, refused_path, cookie))
-        await asyncio.gather(*tasks)
+        pages = [t for t, p in zip(tasks, paths, strict=True) if not p.endswith("/events")]
+        await asyncio.gather(*pages)
         tally.burst_span = (released, time.monotonic())
         await asyncio.sleep(0.2)
         stop.set()
         tally.healthz = await health
         tally.refused = await refused if refused is not None else []
+        hold.set()
+        await asyncio.gather(*tasks)
     tally.healthz_s = [p.seconds for p in tally.healthz]
     tally.healthz_done = [p.done for p in tally.healthz]
     return tally
