@@ -26,6 +26,7 @@ from tests.integration.conftest import (
     _redis_database,
     default_stack_env,
     open_stack,
+    setting_default,
     start,
     wait_final,
 )
@@ -71,7 +72,8 @@ def main() -> int:
             paths += [kinds[i % len(kinds)] for i in range(BURST - STREAMS)]
             idle = asyncio.run(_idle_healthz(s.url))
             t0 = time.monotonic()
-            tally = asyncio.run(_burst(s.url, c.cookies, paths, f"/api/runs/{slow}/events"))
+            cap = int(setting_default("LOWBIT_MAX_STREAMS_PER_LEARNER"))
+            tally = asyncio.run(_burst(s.url, c.cookies, paths, f"/api/runs/{slow}/events", cap))
             wall = time.monotonic() - t0
     finally:
         for f in cleanups:
