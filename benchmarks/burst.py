@@ -65,7 +65,7 @@ def main() -> int:
             c = s.learner()
             done = start(c, "sandbox-probe", {"mode": "ok"})
             wait_final(c, done)
-            slow = start(c, "sandbox-probe-slow", {"mode": "sleep", "seconds": 15})
+            slow = start(c, "sandbox-probe-slow", {"mode": "sleep", "seconds": 28})
             kinds = ["/terms/alpha", f"/api/runs/{done}", "/notebook", "/progress",
                      f"/runs/{done}", "/search?q=alpha"]  # fmt: skip
             paths = [f"/api/runs/{slow}/events"] * STREAMS

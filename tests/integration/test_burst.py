@@ -168,7 +168,9 @@ def test_a_burst_of_every_kind_of_request_does_not_wedge_the_server(live: Stack)
     c = live.learner()
     done = start(c, "sandbox-probe", {"mode": "ok"})
     wait_final(c, done)
-    slow = start(c, "sandbox-probe-slow", {"mode": "sleep", "seconds": 15})
+    # Longer than any burst takes: its streams must stay open throughout (a run that
+    # ends would end them and free the learner's slots). The lab allows 30 s.
+    slow = start(c, "sandbox-probe-slow", {"mode": "sleep", "seconds": 28})
     kinds = [
         "/terms/alpha",
         f"/api/runs/{done}",
