@@ -65,10 +65,6 @@ class StreamSlots:
                 if counts[key] <= 0:
                     del counts[key]
 
-    def open_streams(self) -> int:
-        with self._lock:
-            return sum(self._learners.values())
-
 
 class Slot:
     """One taken slot; ``release`` gives it back (once, whatever calls it twice).

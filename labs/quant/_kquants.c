@@ -400,6 +400,13 @@ static int check_shape(Py_ssize_t n_rows, Py_ssize_t row_len, int sub) {
     return 1;
 }
 
+/* A kernel's status as the call's result: -1 means an exception is already set. */
+static PyObject *call_result(int status) {
+    if (status < 0) return NULL;
+    if (status == STATUS_NO_MEMORY) return PyErr_NoMemory();
+    return PyLong_FromLong(status);
+}
+
 static PyObject *py_q4_k(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer x, codes, d, dmin, ls, lm;
@@ -425,9 +432,7 @@ static PyObject *py_q4_k(PyObject *self, PyObject *args) {
     PyBuffer_Release(&dmin);
     PyBuffer_Release(&ls);
     PyBuffer_Release(&lm);
-    if (status < 0) return NULL;
-    if (status == STATUS_NO_MEMORY) return PyErr_NoMemory();
-    return PyLong_FromLong(status);
+    return call_result(status);
 }
 
 static PyObject *py_q6_k(PyObject *self, PyObject *args) {
@@ -450,9 +455,7 @@ static PyObject *py_q6_k(PyObject *self, PyObject *args) {
     PyBuffer_Release(&codes);
     PyBuffer_Release(&d);
     PyBuffer_Release(&sc);
-    if (status < 0) return NULL;
-    if (status == STATUS_NO_MEMORY) return PyErr_NoMemory();
-    return PyLong_FromLong(status);
+    return call_result(status);
 }
 
 static PyMethodDef methods[] = {
