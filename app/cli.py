@@ -92,7 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from app.content import ContentError
     from app.main import create_app
-    from app.supervisor import WorkerSupervisor
+    from app.supervisor import ServerWithWorker, WorkerSupervisor
 
     settings = _settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -109,12 +109,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app.state.embedded_worker = worker
         worker.start()
     _trim_malloc()
-    import os as _o
-
-    if _o.environ.get("X_SWITCH"):
-        sys.setswitchinterval(float(_o.environ["X_SWITCH"]))
-    try:
-        uvicorn.run(
+    server = ServerWithWorker(
+        uvicorn.Config(
             app,
             host=args.host or settings.host,
             port=args.port or settings.port,
@@ -123,8 +119,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # The app decides whom to believe (settings.trusted_proxies); uvicorn's
             # default would trust X-Forwarded-For from any local client.
             proxy_headers=False,
-        )
-    finally:
+        ),
+        worker,
+    )
+    try:
+        server.run()
+    finally:  # startup failed (port taken…) or Ctrl-C: stop() is idempotent
         if worker is not None:
             worker.stop()
     return 0

@@ -69,6 +69,13 @@ class Settings(BaseSettings):
         2, ge=1, description="Attempts before a run lost with its worker is failed"
     )
     worker_concurrency: int = Field(1, ge=1, description="Runs one worker process executes at once")
+    worker_shutdown_grace_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="After SIGTERM, how long running labs may finish before they are stopped "
+        "and re-queued (the embedded worker of `lowbit serve` uses 2 s, so the whole tree "
+        "stops within 5 s)",
+    )
     worker_queues: str = Field(
         "cpu", description="Comma-separated queues this worker takes: cpu, gpu"
     )

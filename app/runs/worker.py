@@ -50,8 +50,8 @@ QUEUE_POLL_S = 0.05
 QUEUE_ERROR_BACKOFF_S = 1.0
 # Seconds between cancellation checks for this worker's running runs.
 CANCEL_CHECK_S = 0.25
-# Seconds running labs may finish after SIGTERM before they are stopped and re-queued.
-SHUTDOWN_GRACE_S = 10.0
+# Seconds the run threads get to hand back their runs once the labs are stopped.
+THREAD_JOIN_S = 10.0
 # Upper bound on the reaper period, seconds.
 REAPER_MAX_INTERVAL_S = 10.0
 NVIDIA_SMI_TIMEOUT_S = 10.0
@@ -220,12 +220,12 @@ class LabWorker:
         for t in threads:
             t.start()
         self.stopping.wait()
-        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        deadline = time.monotonic() + self.settings.worker_shutdown_grace_seconds
         while self.active and time.monotonic() < deadline and not self.killing.is_set():
             time.sleep(0.05)
         self.killing.set()
         for t in threads:
-            t.join(timeout=SHUTDOWN_GRACE_S)
+            t.join(timeout=THREAD_JOIN_S)
         try:
             claims.heartbeat(self.factory, self.worker_id, status="stopped")
         except Exception:
@@ -446,6 +446,28 @@ def install_signal_handlers(worker: LabWorker) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
+# Set by ``lowbit serve --embedded-worker`` to its own pid (app.supervisor).
+SUPERVISOR_PID_ENV = "LOWBIT_SUPERVISOR_PID"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def follow_supervisor() -> None:
+    """An embedded worker gets SIGTERM when the server that started it dies, however it
+    dies (SIGKILL included), so no worker outlives its server. A server already gone
+    before the request took effect (re-parented) means: stop now."""
+    pid = os.environ.get(SUPERVISOR_PID_ENV)
+    if not pid:
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the server's own stop() still ends us
+        return
+    if os.getppid() != int(pid):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(settings: Settings) -> int:
     """The ``lowbit worker`` process: consume the configured queues until SIGTERM/SIGINT."""
     from app.logging import configure_logging
@@ -453,6 +475,7 @@ def main(settings: Settings) -> int:
     configure_logging()
     worker = LabWorker(settings)
     install_signal_handlers(worker)
+    follow_supervisor()
     try:
         rc = worker.run_forever()
     except KeyboardInterrupt:
