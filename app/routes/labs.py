@@ -159,6 +159,7 @@ def lab_submit(
         return _lab_page(request, session, learner, lab, form, errors, status_code=status)
     if is_htmx(request):
         ctx = run_context(session, settings, labs, run)
+        ctx["heading_level"] = 4 if embedded else 2  # under a step's h3 / the lab's h1
         resp = render(request, "runs/run.html", ctx, block_name="run")
         if not embedded:  # a lesson keeps its own URL; the lab page follows the run
             resp.headers["HX-Push-Url"] = f"/runs/{run.id}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import anyio
@@ -42,10 +43,12 @@ from app.runs.service import (
     HISTORY_LIMIT,
     OUTPUT_KINDS,
     compare_context,
+    heading_level,
     run_context,
     start_run,
 )
 from app.runs.views import format_params, format_value, histogram_svg, sse
+from app.settings import Settings
 from app.streams import SlotStreamingResponse, StreamSlot
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
@@ -153,13 +156,29 @@ def api_cancel(run_id: str, session: SessionDep, learner: LearnerDep) -> dict[st
 # ----------------------------------------------------------------------------
 
 
-def _poll(factory: sessionmaker[Session], run_id: str, after: int) -> tuple[Run, list[RunEvent]]:
+@dataclass(frozen=True)
+class Waiting:
+    """Where a queued run stands: its place in the queue and whether a worker takes it."""
+
+    position: int | None
+    workers_up: int
+
+
+def _poll(
+    factory: sessionmaker[Session], settings: Settings, run_id: str, after: int
+) -> tuple[Run, list[RunEvent], Waiting | None]:
     with factory() as s:
         run = s.get(Run, run_id)
         assert run is not None
         # Status first: events are committed before the final status, so a final
         # status read here means the events read next are complete.
-        return run, store.events_after(s, run_id, after)
+        events = store.events_after(s, run_id, after)
+        waiting = None
+        if run.status == "queued":
+            waiting = Waiting(
+                store.queue_position(s, run), store.live_workers(s, run.queue, settings)
+            )
+        return run, events, waiting
 
 
 _polled = cpu.in_turn(_poll)  # a stream's poll runs in a turn, like a route (app.cpu)
@@ -177,11 +196,15 @@ async def _stream(
     run_id: str,
     after: int,
     render_event: Callable[[RunEvent], str | None],
-    render_status: Callable[[Run], str],
+    render_status: Callable[[Run, Waiting | None], str],
     render_end: Callable[[Run], str],
 ) -> AsyncIterator[str]:
+    """The one live channel of a run: its events, a status event whenever the status
+    (or, while queued, the queue place) changes, and ``end`` once it is final."""
     factory = request.app.state.sessionmaker
-    last_seq, last_status = after, ""
+    settings = request.app.state.settings
+    last_seq: int = after
+    last_status: tuple[str, Waiting | None] | None = None
     started = last_sent = time.monotonic()
     pause = SSE_POLL_MIN_S
     yield "retry: 1000\n\n"
@@ -189,7 +212,9 @@ async def _stream(
         if await request.is_disconnected():
             return
         try:
-            run, events = await anyio.to_thread.run_sync(_polled, factory, run_id, last_seq)
+            run, events, waiting = await anyio.to_thread.run_sync(
+                _polled, factory, settings, run_id, last_seq
+            )
         except (OperationalError, InterfaceError):
             # The database is restarting: keep the stream open and poll again
             # rather than drop the learner's page into a reconnect loop.
@@ -201,9 +226,9 @@ async def _stream(
                 yield text
             last_seq = e.seq
         news = bool(events)
-        if run.status != last_status:
-            last_status, news = run.status, True
-            yield render_status(run)
+        if (run.status, waiting) != last_status:
+            last_status, news = (run.status, waiting), True
+            yield render_status(run, waiting)
         if run.is_final:
             yield render_end(run)
             return
@@ -231,8 +256,9 @@ def api_events(
     def event(e: RunEvent) -> str:
         return sse(e.kind, json.dumps({"seq": e.seq, "kind": e.kind, "data": e.data}), e.seq)
 
-    def status(run: Run) -> str:
-        return sse("status", json.dumps({"status": run.status}))
+    def status(run: Run, waiting: Waiting | None) -> str:
+        place = waiting.position if waiting else None
+        return sse("status", json.dumps({"status": run.status, "queue_position": place}))
 
     def end(run: Run) -> str:
         return sse(
@@ -252,20 +278,46 @@ def html_events(
     slot: StreamSlot, run: RunDep, request: Request, session: SessionDep, after: After = 0
 ) -> StreamingResponse:
     """The same stream as HTML fragments for the htmx SSE extension: ``log`` lines,
-    ``output`` blocks (tables, metrics, plots, notices), ``status``, ``end``."""
+    ``output`` blocks (tables, metrics, plots, notices), ``status`` (the run's status
+    panel: badge, queue place, progress bar, Cancel) on every status or progress change,
+    and ``end``, on which the page fetches the finished run."""
     run_id = run.id
     session.close()
-    macros = templates.env.get_template("runs/_event.html").module
+    macros: Any = templates.env.get_template("runs/_event.html").module
+    csrf_token = request.state.csrf_token
+    level = heading_level(request)
+    latest: dict[str, Any] = {"run": None, "progress": None, "waiting": None}
+
+    def panel() -> str:
+        waiting = latest["waiting"]
+        return sse(
+            "status",
+            str(
+                macros.status_panel(
+                    latest["run"],
+                    latest["progress"],
+                    waiting.position if waiting else None,
+                    waiting.workers_up if waiting else 0,
+                    csrf_token,
+                    level,
+                )
+            ),
+        )
 
     def event(e: RunEvent) -> str | None:
         if e.kind == "log":
-            return sse("log", str(macros.log_line(e)), e.seq)  # type: ignore[attr-defined]
+            return sse("log", str(macros.log_line(e)), e.seq)
         if e.kind in OUTPUT_KINDS:
-            return sse("output", str(macros.output(run_id, e)), e.seq)  # type: ignore[attr-defined]
+            return sse("output", str(macros.output(run_id, e)), e.seq)
+        if e.kind == "progress":
+            latest["progress"] = e.data
+            # Before the first status poll there is no run to draw the panel with.
+            return panel() if latest["run"] is not None else None
         return None
 
-    def status(run: Run) -> str:
-        return sse("status", str(macros.status_badge(run)))  # type: ignore[attr-defined]
+    def status(run: Run, waiting: Waiting | None) -> str:
+        latest["run"], latest["waiting"] = run, waiting
+        return panel()
 
     def end(run: Run) -> str:
         return sse("end", run.status)
@@ -304,29 +356,11 @@ def run_page(
     run: RunDep, request: Request, session: SessionDep, settings: SettingsDep, labs: LabsDep
 ) -> HTMLResponse:
     ctx = run_context(session, settings, labs, run)
+    ctx["heading_level"] = heading_level(request)
     resp = render(request, "runs/run.html", ctx, block_name="run")
     if run.is_final and is_htmx(request):
         resp.headers["HX-Trigger"] = RUN_ENDED
     return resp
-
-
-@router.get("/runs/{run_id}/status", response_class=HTMLResponse)
-def run_status(
-    run: RunDep, request: Request, session: SessionDep, settings: SettingsDep, labs: LabsDep
-) -> HTMLResponse:
-    """Polled every second while a run is active (the fallback when SSE is unavailable).
-    Once the run has ended, the answer replaces the whole run section instead."""
-    ctx = run_context(session, settings, labs, run)
-    if run.is_final and is_htmx(request):
-        resp = render(request, "runs/run.html", ctx, block_name="run")
-        resp.headers["HX-Retarget"] = "#run"
-        # Scroll to the prediction's verdict, the first thing the learner wants to see.
-        resp.headers["HX-Reswap"] = (
-            "outerHTML show:#run-verdict:top" if ctx["entry"] else "outerHTML"
-        )
-        resp.headers["HX-Trigger"] = RUN_ENDED
-        return resp
-    return render(request, "runs/run.html", ctx, block_name="status")
 
 
 @router.post("/runs/{run_id}/cancel", response_model=None)
@@ -343,6 +377,7 @@ def run_cancel(
         raise HTTPException(404, NO_SUCH_RUN)
     if is_htmx(request):
         ctx = run_context(session, settings, labs, run)
+        ctx["heading_level"] = heading_level(request)
         return render(request, "runs/run.html", ctx, block_name="run")
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 

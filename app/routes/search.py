@@ -8,7 +8,7 @@ from fastapi.responses import HTMLResponse
 from app import routes
 from app.deps import SessionDep
 from app.search import MAX_QUERY, search, suggest
-from app.templating import render
+from app.templating import is_htmx, render
 
 router = routes.router(tags=["search"])
 
@@ -43,6 +43,8 @@ def search_page(
 def goto(request: Request, session: SessionDep, q: str = "") -> HTMLResponse:
     """Type-ahead to any term or lesson; without JS, a jump to the best match or search."""
     docs = suggest(session, q)
-    return render(
-        request, "goto.html", {"q": q[:MAX_QUERY], "docs": docs}, block_name="suggestions"
-    )
+    # The fragment replaces the header's own list (#goto-list); the full page's list
+    # needs another id, since that header is on the page too.
+    list_id = "goto-list" if is_htmx(request) else "goto-results"
+    ctx = {"q": q[:MAX_QUERY], "docs": docs, "list_id": list_id}
+    return render(request, "goto.html", ctx, block_name="suggestions")

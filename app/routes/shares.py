@@ -43,7 +43,7 @@ def _answer(request: Request, session: Session, run: Run) -> Response:
     """The share box again (htmx) or back to the run page."""
     if is_htmx(request):
         return render(request, "runs/_share.html", {"run": run, "share": share_of(session, run)})
-    return RedirectResponse(f"/runs/{run.id}#share", status_code=303)
+    return RedirectResponse(f"/runs/{run.id}#share-{run.id}", status_code=303)
 
 
 @router.post("/runs/{run_id}/share", response_model=None)

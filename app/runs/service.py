@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.requests import Request
 
 from app import notebook
 from app.db import Run, RunShare
@@ -17,6 +18,7 @@ from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
 from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress
 from app.settings import Settings
+from app.templating import is_htmx
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
 # Runs shown in a lab's history and beside a run.
@@ -88,6 +90,16 @@ def run_context(
         "entry": notebook.for_run(session, run),
         "share": session.scalar(select(RunShare).where(RunShare.run_id == run.id)),
     }
+
+
+def heading_level(request: Request) -> int:
+    """The run's heading level where it is shown: 1 where the run is the page; inside
+    another page (the lab page, a lesson step) the page asked for one (``?level=``), so
+    the run keeps it when it is swapped in again (its end, Cancel)."""
+    level = request.query_params.get("level", "")
+    if level in {"2", "3", "4"}:
+        return int(level)
+    return 2 if is_htmx(request) else 1
 
 
 def lab_title(labs: LabCatalogue, lab_id: str) -> str:

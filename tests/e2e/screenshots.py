@@ -55,7 +55,7 @@ def run_lab(page: Page, base_url: str, lab: str = RUN_LAB) -> str:
     """Start ``lab`` with its defaults from its page and wait until it ends; the run's URL."""
     page.goto(f"{base_url}/labs/{lab}")
     page.locator("#lab-form button[type=submit]").click()
-    page.locator("#run-status .status.succeeded").wait_for(timeout=RUN_TIMEOUT_MS)
+    page.locator(".run-status .status.succeeded").wait_for(timeout=RUN_TIMEOUT_MS)
     page.wait_for_url("**/runs/**")
     return page.url
 

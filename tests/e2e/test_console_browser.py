@@ -45,12 +45,23 @@ def noisy_page(browser, lab_stack) -> Iterator[tuple[Page, Noise]]:  # type: ign
     ctx.close()
 
 
+DUPLICATE_IDS = """() => {
+  const seen = new Map();
+  for (const el of document.querySelectorAll('[id]')) seen.set(el.id, (seen.get(el.id) || 0) + 1);
+  return [...seen].filter(([, n]) => n > 1).map(([id]) => id);
+}"""
+
+
 def test_every_page_type_is_quiet(noisy_page, lab_stack) -> None:  # type: ignore[no-untyped-def]
     page, noise = noisy_page
     base = lab_stack.url
+    duplicates = {}
     for name, path in PAGES:
         noise.where = name
         page.goto(base + path, wait_until="networkidle")
+        if ids := page.evaluate(DUPLICATE_IDS):  # issue 20.1: no id twice on any page
+            duplicates[name] = ids
+    assert duplicates == {}
     noise.where = "favicon"
     assert page.request.get(f"{base}/favicon.ico").ok
     assert noise.items == []
@@ -93,6 +104,10 @@ def test_a_run_whose_stream_ends_is_quiet(noisy_page, lab_stack) -> None:  # typ
     noise.where = "run"
     url = run_lab(page, lab_stack.url)
     page.wait_for_timeout(1500)  # the stream's close arrives after its last event
+    assert page.evaluate(DUPLICATE_IDS) == []
+    assert page.locator("h1").count() == 1  # the run is the page: its title is the h1
     noise.where = "finished run"
     page.goto(url, wait_until="networkidle")
+    assert page.evaluate(DUPLICATE_IDS) == []
+    assert page.locator("h1").count() == 1
     assert noise.items == []

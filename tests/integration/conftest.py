@@ -317,9 +317,13 @@ def start(client: httpx.Client, lab: str, params: dict[str, Any] | None = None) 
 
 
 def read_sse(
-    client: httpx.Client, path: str, headers: dict[str, str] | None = None
+    client: httpx.Client,
+    path: str,
+    headers: dict[str, str] | None = None,
+    until: Callable[[str, Any], bool] | None = None,
 ) -> list[tuple[str, str | None, Any]]:
-    """(event, id, data) for every event of a stream, until it ends."""
+    """(event, id, data) for every event of a stream, until it ends (or, with ``until``,
+    up to the first event for which ``until(event, data)`` is true)."""
     out: list[tuple[str, str | None, Any]] = []
     with client.stream("GET", path, headers=headers or {}, timeout=60) as r:
         assert r.status_code == 200
@@ -339,6 +343,8 @@ def read_sse(
                 except ValueError:
                     payload = text
                 out.append((event, eid, payload))
+                if until is not None and until(event, payload):
+                    break
                 event, eid, data = "message", None, []
     return out
 

@@ -92,7 +92,7 @@ def test_block_quantize_runs_end_to_end(live: Stack) -> None:
     hists = [e for e in plots if e["data"]["data"].get("kind") == "histogram"]
     assert len(hists) == 2 and all(len(e["data"]["data"]["counts"]) == 40 for e in hists)
     page = BeautifulSoup(c.get(f"/runs/{run_id}").text, "html.parser")
-    figures = page.select("#run-outputs figure.plot")
+    figures = page.select(".run-outputs figure.plot")
     assert len(figures) == len(plots) and all(f.select_one("img[src$='.svg']") for f in figures)
     data_tables = [f.select_one("details table") for f in figures]
     assert all(t is not None for t in data_tables)
@@ -103,7 +103,7 @@ def test_block_quantize_runs_end_to_end(live: Stack) -> None:
         if f.figcaption.get_text().startswith(("Your tensor's values", "Error of each value"))
     ]
     assert len(hist_tables) == 2 and all(len(t.select("tbody tr")) >= 40 for t in hist_tables)
-    assert not page.select("#run [style]")  # the CSP forbids inline styles
+    assert not page.select("section.run [style]")  # the CSP forbids inline styles
     # The htmx stream: HTML fragments per event, then `end`.
     events = read_sse(c, f"/runs/{run_id}/stream")
     kinds = [e for e, _, _ in events]
@@ -161,7 +161,6 @@ def test_another_learner_gets_404_everywhere(live: Stack) -> None:
         f"/api/runs/{run_id}/events",
         f"/runs/{run_id}",
         f"/runs/{run_id}/stream",
-        f"/runs/{run_id}/status",
     ):
         assert mallory.get(path).status_code == 404, path
         assert alice.get(path).status_code == 200, path
@@ -191,14 +190,21 @@ def test_two_active_runs_at_most_then_429_and_cancel(live: Stack) -> None:
             "the second worker never took the second run",
         )
     # The run page, loaded mid-run: what happened so far, then the stream from there on,
-    # and a one-second status poll as the fallback.
+    # the one live channel: no poll (issue 20.2), the status panel swapped by the stream.
     wait_for(lambda: c.get(f"/api/runs/{first}").json()["events"], 10, "no events yet")
     page = BeautifulSoup(c.get(f"/runs/{first}").text, "html.parser")
     stream = page.select_one("[sse-connect]")
     assert stream is not None and stream["sse-connect"].startswith(f"/runs/{first}/stream?after=")
-    assert int(str(stream["sse-connect"]).rsplit("=", 1)[1]) >= 1
-    poll = page.select_one("#run-status")
-    assert poll is not None and poll["hx-trigger"] == "every 1s"
+    assert int(str(stream["sse-connect"]).split("after=")[1].split("&")[0]) >= 1
+    assert not page.select("[hx-trigger*=every]"), "the run page must not poll"
+    panel = page.select_one(f"#run-{first}-status")
+    assert panel is not None and panel["sse-swap"] == "status"
+    # The stream carries the status panel: badge, progress bar and Cancel.
+    events = read_sse(c, f"/runs/{first}/stream", until=lambda kind, _: kind == "status")
+    status = BeautifulSoup(events[-1][2], "html.parser")
+    assert status.select_one(".status.running") is not None
+    assert status.select_one("progress") is not None
+    assert status.select_one(f"form[hx-target='#run-{first}']") is not None
     if live.n_workers == 1:
         assert c.post(f"/api/runs/{second}/cancel").json()["status"] == "cancelled"
     else:
@@ -278,8 +284,8 @@ def test_pages_form_post_without_js_and_with_htmx(live: Stack) -> None:
     run_id = run_url.rsplit("/", 1)[1]
     wait_final(c, run_id)
     done = BeautifulSoup(c.get(run_url).text, "html.parser")
-    assert done.select_one("#run .status").get_text(strip=True) == "succeeded"
-    assert done.select_one("#run-outputs table") is not None  # the probe's table event
+    assert done.select_one("section.run .status").get_text(strip=True) == "succeeded"
+    assert done.select_one(".run-outputs table") is not None  # the probe's table event
     # Bad input re-renders the form with the message next to the field.
     r = c.post(
         "/labs/block-quantize/runs",
@@ -297,7 +303,9 @@ def test_pages_form_post_without_js_and_with_htmx(live: Stack) -> None:
     )
     assert r.status_code == 200 and r.headers["HX-Push-Url"].startswith("/runs/")
     frag = BeautifulSoup(r.text, "html.parser")
-    assert frag.select_one("#run[data-status]") is not None and frag.select_one("html") is None
+    assert (
+        frag.select_one("section.run[data-status]") is not None and frag.select_one("html") is None
+    )
     wait_final(c, r.headers["HX-Push-Url"].rsplit("/", 1)[1])
     # History and compare.
     hist = BeautifulSoup(c.get("/runs?lab=sandbox-probe").text, "html.parser")

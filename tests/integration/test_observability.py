@@ -13,7 +13,7 @@ import httpx
 from bs4 import BeautifulSoup
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import Stack, start, wait_final, wait_for
+from tests.integration.conftest import Stack, read_sse, start, wait_final, wait_for
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -131,20 +131,21 @@ def test_a_gpu_lab_waits_for_a_gpu_worker_with_its_queue_position(live: Stack) -
     assert wait_final(bob, cpu)["queue_position"] is None  # only queued runs have a place
     assert {first, second} <= live.queue.pending_ids("gpu")  # still in the queue: not lost
     page = BeautifulSoup(bob.get(f"/runs/{second}").text, "html.parser")
-    place = page.select_one("#run-status .queue-position")
+    place = page.select_one(f"#run-{second}-status .queue-position")
     assert place is not None and place["data-position"] == "2"
     text = place.get_text(" ", strip=True)
     assert "number 2 in the GPU queue" in text and "no GPU worker is running" in text, text
     metrics = scrape(live.url)
     assert value(metrics, "lowbit_queue_depth", queue="gpu") == 2
-    # The first one leaves the queue: the second moves up, in the API and the polled block.
+    # The first one leaves the queue: the second moves up, in the API and in the status
+    # panel its page's event stream sends (the stream is the page's one live channel).
     assert alice.post(f"/api/runs/{first}/cancel").json()["status"] == "cancelled"
     assert bob.get(f"/api/runs/{second}").json()["queue_position"] == 1
-    frag = BeautifulSoup(
-        bob.get(f"/runs/{second}/status", headers={"HX-Request": "true"}).text, "html.parser"
-    )
-    moved = frag.select_one(".queue-position")
+    events = read_sse(bob, f"/runs/{second}/stream", until=lambda kind, _: kind == "status")
+    moved = BeautifulSoup(events[-1][2], "html.parser").select_one(".queue-position")
     assert moved is not None and moved["data-position"] == "1"
+    api = read_sse(bob, f"/api/runs/{second}/events", until=lambda kind, _: kind == "status")
+    assert api[-1][2] == {"status": "queued", "queue_position": 1}
     assert bob.post(f"/api/runs/{second}/cancel").json()["status"] == "cancelled"
     assert value(scrape(live.url), "lowbit_queue_depth", queue="gpu") == 0
 

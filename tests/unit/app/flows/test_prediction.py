@@ -18,11 +18,12 @@ def test_verdict_is_first_and_shows_the_actual_values(learner) -> None:
     run_id = make_run(learner)
     make_entry(learner, run_id, prediction="about 4 bits and 20 dB")
     html = learner.get(f"/runs/{run_id}").text
-    verdict = _position(html, 'id="run-verdict"')
-    assert verdict < _position(html, 'id="run-outputs"') < _position(html, 'id="result-h"')
+    verdict = _position(html, f'id="run-{run_id}-verdict"')
+    outputs = _position(html, f'id="run-{run_id}-outputs"')
+    assert verdict < outputs < _position(html, f'id="run-{run_id}-result-h"')
     assert verdict < _position(html, "<summary>Parameters</summary>")
     doc = BeautifulSoup(html, "html.parser")
-    actual = doc.select_one("#run-verdict td.actual").get_text(" ", strip=True)
+    actual = doc.select_one(".run-verdict td.actual").get_text(" ", strip=True)
     assert "bits per value: 4.25 bits" in actual and "nbytes: 34,816 bytes" in actual
     assert "succeeded" not in actual
 
@@ -31,13 +32,13 @@ def test_numeric_verdict_and_a_failed_run_say_what_happened(learner) -> None:
     run_id = make_run(learner)
     make_entry(learner, run_id, predicted_value=2000.0, predicted_unit="bytes", metric="nbytes")
     doc = BeautifulSoup(learner.get(f"/runs/{run_id}").text, "html.parser")
-    cells = [td.get_text(strip=True) for td in doc.select("#run-verdict td.metric")]
+    cells = [td.get_text(strip=True) for td in doc.select(".run-verdict td.metric")]
     assert cells == ["2,000", "34,816"]
-    assert "Off by more than 10" in doc.select_one("#run-verdict .verdict").text
+    assert "Off by more than 10" in doc.select_one(".run-verdict .verdict").text
     failed = make_run(learner, status="failed", result=None, error="Out of memory")
     make_entry(learner, failed, prediction="it fits")
     doc = BeautifulSoup(learner.get(f"/runs/{failed}").text, "html.parser")
-    actual = doc.select_one("#run-verdict td.actual").get_text(" ", strip=True)
+    actual = doc.select_one(".run-verdict td.actual").get_text(" ", strip=True)
     assert "Failed: Out of memory" in actual
 
 
@@ -46,9 +47,9 @@ def test_a_live_run_scrolls_to_the_verdict_when_it_ends(learner) -> None:
     make_entry(learner, run_id, prediction="4 bits")
     doc = BeautifulSoup(learner.get(f"/runs/{run_id}").text, "html.parser")
     end = doc.select_one("[hx-trigger='sse:end']")
-    assert end["hx-swap"] == "outerHTML show:#run-verdict:top"
-    assert "4 bits" in doc.select_one("#run-verdict .prediction-pending").text
-    assert not doc.select("#run-verdict .compare-box")  # the verdict once it has ended
+    assert end["hx-swap"] == f"outerHTML show:#run-{run_id}-verdict:top"
+    assert "4 bits" in doc.select_one(".run-verdict .prediction-pending").text
+    assert not doc.select(".run-verdict .compare-box")  # the verdict once it has ended
 
 
 def _submit(learner, htmx: bool):  # type: ignore[no-untyped-def]

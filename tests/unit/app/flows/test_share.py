@@ -18,7 +18,7 @@ def _csrf(client) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 
 def _link(html: str) -> str:
-    box = BeautifulSoup(html, "html.parser").select_one("#share input.share-link")
+    box = BeautifulSoup(html, "html.parser").select_one(".share-box input.share-link")
     assert box is not None, html[:1000]
     return "/shared/" + str(box["value"]).rsplit("/shared/", 1)[1]
 

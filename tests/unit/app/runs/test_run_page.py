@@ -55,7 +55,7 @@ def bq_page(client: Any) -> tuple[Any, str, BeautifulSoup]:
 
 def test_tiles_come_before_the_first_figure_and_the_tables(bq_page: Any) -> None:
     _, _, soup = bq_page
-    result = soup.select_one("#run section.result")
+    result = soup.select_one("section.run section.result")
     assert result is not None
     order = [
         el.name if el.name != "li" else "tile"
@@ -85,19 +85,19 @@ def test_tiles_come_before_the_first_figure_and_the_tables(bq_page: Any) -> None
 
 def test_raw_result_only_behind_a_collapsed_details(bq_page: Any) -> None:
     _, _, soup = bq_page
-    boxes = soup.select("#run details.result-json")
+    boxes = soup.select("section.run details.result-json")
     assert len(boxes) == 1 and not boxes[0].has_attr("open")
     assert boxes[0].summary.get_text(strip=True) == "Result (JSON)"
     assert "first_blocks" in boxes[0].pre.get_text()
     # No key/value dump of the result outside it.
-    outside = soup.select_one("#run section.result").get_text()
+    outside = soup.select_one("section.run section.result").get_text()
     assert "first_blocks" not in outside.replace(boxes[0].get_text(), "")
-    assert not soup.select("#run [style]")  # the CSP forbids inline styles
+    assert not soup.select("section.run [style]")  # the CSP forbids inline styles
 
 
 def test_every_figure_has_a_caption_and_a_data_table(bq_page: Any) -> None:
     client, run_id, soup = bq_page
-    figures = soup.select("#run figure.plot")
+    figures = soup.select("section.run figure.plot")
     assert len(figures) == 4
     for fig in figures:
         img = fig.select_one("img")
