@@ -15,7 +15,7 @@ from app.content.quiz import AnswerError, Numeric, QuizItemBase, answer_record, 
 from app.db import INT32_MAX, NotebookEntry, QuizAttempt, ReviewCard, Run, utcnow
 from app.deps import CatalogueDep, FormDep, LearnerDep, SessionDep, SettingsDep
 from app.runs.views import format_params
-from app.templating import render
+from app.templating import is_htmx, render
 
 router = routes.router(tags=["quiz"])
 
@@ -62,13 +62,14 @@ def answer(
     try:
         g = grade(item, form)
     except AnswerError as e:
-        return render(
-            request,
-            "quiz/feedback.html",
-            {**ctx, "error": str(e)},
-            block_name="feedback",
-            status_code=422,
-        )
+        # The same question back, the message beside what was typed. In place (htmx)
+        # the form replaces itself, so the next answer replaces it again and no stale
+        # message or second copy of the question is left; as a 200, since nothing failed
+        # that the browser should log. A plain post gets the page with a 422.
+        err = {**ctx, "error": str(e), "typed": form}
+        if is_htmx(request):
+            return render(request, "_quiz_item.html", err)
+        return render(request, "quiz/feedback.html", err, status_code=422)
     record = answer_record(form)
     last = session.scalar(
         select(QuizAttempt)

@@ -112,3 +112,33 @@ def test_phone_width_has_no_horizontal_scroll(browser, live_server) -> None:
     )
     ctx.close()
     assert overflow <= 1
+
+
+def test_a_non_number_then_the_right_one_in_a_quick_check(page: Page, live_server) -> None:
+    """Issue 20.8: "abc" in a numeric quick check showed the question twice inside the
+    card, logged a 422 in the console, and kept its red message after a right answer."""
+    import yaml
+
+    front = (ROOT / "content" / "terms" / "vram.md").read_text(encoding="utf-8").split("---")[1]
+    item = next(q for q in yaml.safe_load(front)["quiz"] if q["type"] == "numeric")
+    errors: list[str] = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("response", lambda r: r.status >= 400 and errors.append(f"{r.status} {r.url}"))
+    page.goto(f"{live_server.url}/terms/vram?depth={item['depth']}")
+    form = page.locator(f"#q-term-vram-{item['id']}")
+    form.locator("input[name=answer]").fill("abc")
+    form.locator("button[type=submit]").click()
+    expect(form.locator(".errors")).to_contain_text("Type a number")
+    expect(form.locator("input[name=answer]")).to_have_value("abc")
+    card = page.locator(f"#q-term-vram-{item['id']}")
+    expect(card).to_have_count(1)
+    # One copy of the question: the form itself, not a feedback block around a new form.
+    expect(form.locator("legend")).to_have_count(1)
+    expect(page.locator(f"#fb-term-vram-{item['id']}")).to_have_count(0)
+    form.locator("input[name=answer]").fill(str(item["answer"]))
+    form.locator("button[type=submit]").click()
+    feedback = page.locator(f"#fb-term-vram-{item['id']}")
+    expect(feedback.locator(".verdict.correct")).to_be_visible()
+    expect(feedback.locator(".errors")).to_have_count(0)
+    expect(page.locator(f"#q-term-vram-{item['id']}")).to_have_count(0)
+    assert errors == []

@@ -313,3 +313,24 @@ def test_notebook_and_reports_are_private(client) -> None:
     )
     assert "memory-budget" not in client.get("/notebook").text
     assert "memory-budget" not in client.get("/notebook/export.md").text
+
+
+def test_a_non_number_in_place_keeps_one_question_and_clears_on_the_next_answer(client) -> None:
+    """Issue 20.8: "abc" put a second copy of the question inside the card (the feedback
+    block around a new form), kept the red message after a correct answer, and answered
+    422, which the browser logs. Now the form comes back as itself, marked."""
+    h = {**csrf_headers(client), "HX-Request": "true"}
+    q = _item(client, "vram", "numeric")
+    r = client.post(f"/quiz/term:vram/{q.id}", data={"answer": "abc"}, headers=h)
+    assert r.status_code == 200
+    doc = BeautifulSoup(r.text, "html.parser")
+    forms = doc.select("form.quiz-item")
+    assert len(forms) == 1 and forms[0]["id"] == f"q-term-vram-{q.id}"
+    assert len(doc.select("legend")) == 1 and not doc.select(".prompt, .feedback")
+    box = doc.select_one("input[name=answer]")
+    assert box["value"] == "abc" and box["aria-invalid"] == "true"
+    assert "Type a number" in doc.select_one(f"#q-term-vram-{q.id}-e").text
+    r = client.post(f"/quiz/term:vram/{q.id}", data={"answer": str(q.answer)}, headers=h)
+    doc = BeautifulSoup(r.text, "html.parser")
+    assert doc.select_one(".verdict.correct") is not None
+    assert not doc.select(".errors") and not doc.select("form.quiz-item")
