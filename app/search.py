@@ -8,6 +8,7 @@ import html
 import re
 from dataclasses import dataclass
 
+import yaml
 from sqlalchemy import case, delete, func, select, text
 from sqlalchemy.orm import Session
 
@@ -68,6 +69,22 @@ def _tex_text(tex: str) -> str:
     return re.sub(r"\\[,;! ]", " ", tex).replace("{", "").replace("}", "")
 
 
+# Fenced blocks that content uses as directives, not as code a reader sees: a lab embed
+# shows its prompt, a figure its caption (docs/content-format.md).
+_DIRECTIVES = {"lab": "prompt", "figure": "caption"}
+
+
+def _directive_text(block: str) -> str:
+    """The words a reader sees of a ``lab`` or ``figure`` block: its prompt or caption."""
+    try:
+        spec = yaml.safe_load(block)
+    except yaml.YAMLError:
+        return ""
+    if not isinstance(spec, dict):
+        return ""
+    return " ".join(plain_text(str(spec[k])) for k in set(_DIRECTIVES.values()) if spec.get(k))
+
+
 def plain_text(markdown: str) -> str:
     """What a reader sees of ``markdown``, as text for the index and its snippets: link
     text without its URL, code without backticks, formulas without ``$``, no emphasis marks."""
@@ -83,6 +100,8 @@ def plain_text(markdown: str) -> str:
                     parts.append(" ")
                 elif child.type == "image":
                     parts.append(child.content)
+        elif token.type == "fence" and token.info.strip() in _DIRECTIVES:
+            parts.append(_directive_text(token.content))
         elif token.type in ("fence", "code_block"):
             parts.append(token.content)
         elif token.type.startswith("math_block"):
@@ -150,48 +169,87 @@ def sync_index(session: Session, cat: Catalogue) -> bool:
     return True
 
 
+# Words that carry no topic ("awq vs gptq"): dropped unless the query is nothing else.
+STOPWORDS = frozenset(
+    "a an and are do does for how in is of on or the to versus vs what when which why with".split()
+)
+# Hits the engine ranks before titles and aliases re-rank them (beyond the page shown).
+CANDIDATES = 60
+
+
 def _terms(q: str) -> list[str]:
-    return _WORD.findall(q[:MAX_QUERY].lower())[:12]
+    words = _WORD.findall(q[:MAX_QUERY].lower())[:12]
+    return [w for w in words if w not in STOPWORDS] or words
 
 
 def _safe_snippet(raw: str) -> str:
     return html.escape(raw).replace(_HL_OPEN, "<mark>").replace(_HL_CLOSE, "</mark>")
 
 
+def _found(words: list[str], names: list[str]) -> int:
+    """How many query words are words of ``names``; the last query word counts as a
+    prefix, as it does in the full-text match (type-ahead)."""
+    pool = {w for n in names for w in _terms(n)}
+    return sum(
+        1
+        for i, w in enumerate(words)
+        if w in pool or (i == len(words) - 1 and any(p.startswith(w) for p in pool))
+    )
+
+
+def _title_rank(words: list[str], title: str, aliases: str) -> tuple[int, int, int]:
+    """Sort key from the title and aliases: 0 first if the query is the title or an
+    alias, then more query words in the title, then more in the aliases."""
+    names = [a for a in aliases.split(" ; ") if a]
+    exact = any(_terms(n) == words for n in [title, *names])
+    return (0 if exact else 1, -_found(words, [title]), -_found(words, names))
+
+
 def search(session: Session, q: str, limit: int = 20) -> list[Hit]:
-    """Ranked hits; any input (quotes, operators, junk) is reduced to plain words."""
+    """Ranked hits; any input (quotes, operators, junk) is reduced to plain words. A
+    document matches any of the words; the engine's rank (bm25, ts_rank) orders the
+    candidates, then a title or alias that is the query, or holds more of its words,
+    comes first: "quantization" finds the Quantization card before every card that
+    only mentions it."""
     words = _terms(q)
     if not words:
         return []
+    n = limit + CANDIDATES
     if session.get_bind().dialect.name == "sqlite":
         # Every word quoted (no operators reach FTS5); the last one as a prefix for type-ahead.
-        match = " ".join(f'"{w}"' for w in words[:-1]) + f' "{words[-1]}"*'
+        match = " OR ".join([*(f'"{w}"' for w in words[:-1]), f'"{words[-1]}"*'])
         rows = session.execute(
             text(
-                "SELECT d.kind, d.slug, d.title, "
+                "SELECT d.kind, d.slug, d.title, d.aliases, "
                 "snippet(search_fts, -1, :o, :c, ' … ', 14) AS snip "
                 "FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid "
                 "WHERE search_fts MATCH :m "
                 "ORDER BY bm25(search_fts, 10.0, 10.0, 4.0, 1.0) LIMIT :n"
             ),
-            {"m": match.strip(), "o": _HL_OPEN, "c": _HL_CLOSE, "n": limit},
+            {"m": match, "o": _HL_OPEN, "c": _HL_CLOSE, "n": n},
         ).all()
     else:
-        tsq = " & ".join(f"{w}:*" for w in words)
+        tsq = " | ".join(f"{w}:*" for w in words)
         # Match and rank on the stored tsvector (migration 0003); the costly headline
-        # is made only for the hits shown, after the limit.
+        # is made only for the candidates, after the limit.
         rows = session.execute(
             text(
-                "SELECT kind, slug, title, ts_headline('english', definition || ' ' || body, q, "
-                "'StartSel=' || :o || ', StopSel=' || :c || ', MaxWords=28, MinWords=10') AS snip "
-                "FROM (SELECT kind, slug, title, definition, body, q, ts_rank(tsv, q) AS rank "
+                "SELECT kind, slug, title, aliases, ts_headline('english', "
+                "definition || ' ' || body, q, 'StartSel=' || :o || ', StopSel=' || :c || "
+                "', MaxWords=28, MinWords=10') AS snip "
+                "FROM (SELECT kind, slug, title, aliases, definition, body, q, "
+                "ts_rank(tsv, q) AS rank "
                 "FROM search_docs, to_tsquery('english', :tsq) q WHERE tsv @@ q "
                 "ORDER BY rank DESC LIMIT :n) hits ORDER BY rank DESC"
             ),
-            {"tsq": tsq, "o": _HL_OPEN, "c": _HL_CLOSE, "n": limit},
+            {"tsq": tsq, "o": _HL_OPEN, "c": _HL_CLOSE, "n": n},
         ).all()
+    ranked = sorted(
+        enumerate(rows), key=lambda ir: (*_title_rank(words, ir[1][2], ir[1][3]), ir[0])
+    )
     return [
-        Hit(kind=r[0], slug=r[1], title=r[2], snippet_html=_safe_snippet(r[3] or "")) for r in rows
+        Hit(kind=r[0], slug=r[1], title=r[2], snippet_html=_safe_snippet(r[4] or ""))
+        for _, r in ranked[:limit]
     ]
 
 

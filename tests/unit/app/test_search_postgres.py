@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.migrate import upgrade
 from app.settings import ROOT, Settings
+from tests.unit.app.test_term_pages import check_search_ranking
 
 pytestmark = pytest.mark.postgres
 
@@ -48,3 +49,7 @@ def test_hostile_queries_never_500_on_postgres(pg_client, q: str) -> None:
 def test_goto_on_postgres(pg_client) -> None:
     r = pg_client.get("/goto", params={"q": "nvfp"}, headers={"HX-Request": "true"})
     assert "/terms/nvfp4" in r.text
+
+
+def test_search_ranks_titles_and_aliases_first_on_postgres(pg_client) -> None:
+    check_search_ranking(pg_client)

@@ -5,6 +5,8 @@ posts, gets a fresh one."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from bs4 import BeautifulSoup
 
@@ -202,3 +204,32 @@ def test_each_learner_gets_their_own_csrf_token_in_a_card(read_only_client) -> N
         fields = page.select("#quick-check input[name=csrf_token]")
         assert fields and {f["value"] for f in fields} == {token}
     read_only_client.cookies.clear()
+
+
+# Issue 20.11: a title or alias that is the query, or holds its words, ranks first (the
+# Quantization card came 8th for "quantization"; "awq vs gptq" found neither card, since
+# every word, "vs" included, had to match).
+RANKED_FIRST = [
+    ("quantization", ["/terms/quantization"]),
+    ("awq vs gptq", ["/terms/awq", "/terms/gptq"]),
+    ("kv cache", ["/terms/kv-cache"]),
+    ("NVFP4", ["/terms/nvfp4"]),
+    ("key-value cache", ["/terms/kv-cache"]),
+]
+
+
+def check_search_ranking(client) -> None:  # type: ignore[no-untyped-def]
+    for q, first in RANKED_FIRST:
+        page = soup(client.get("/search", params={"q": q}))
+        hrefs = [a["href"] for a in page.select("#results a.nav-item")]
+        assert sorted(hrefs[: len(first)]) == sorted(first), (q, hrefs[:8])
+    # Snippets are the text a reader sees: no lab-embed or figure markup of a lesson.
+    page = soup(client.get("/search", params={"q": "rtn gptq awq methods"}))
+    snippets = [s.get_text(" ") for s in page.select("#results .snippet")]
+    assert any("/lessons/" in a["href"] for a in page.select("#results a.nav-item"))
+    for text in snippets:
+        assert not re.search(r"\b(lab|params|prompt|methods|name|alt):|[{}\[\]]", text), text
+
+
+def test_search_ranks_titles_and_aliases_first(read_only_client) -> None:
+    check_search_ranking(read_only_client)
