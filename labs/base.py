@@ -7,7 +7,8 @@ parameters and list labs without paying for (or risking) a torch import.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -44,19 +45,92 @@ class InvalidParams(ValueError):
         self.errors = errors
 
 
-def params_errors(e: ValidationError) -> dict[str, str]:
-    """pydantic's errors as ``{parameter: message}``; a nested location reads
-    ``item 2.x: …`` (1-based list positions), model-level errors go under ``""``."""
-    out: dict[str, list[str]] = {}
+# What a value must be, by pydantic's error type: "must " + the phrase. ``{x}`` names a
+# key of the error's context.
+_MUST = {
+    "literal_error": "be one of {expected}",
+    "enum": "be one of {expected}",
+    "int_parsing": "be a whole number",
+    "int_type": "be a whole number",
+    "int_from_float": "be a whole number",
+    "float_parsing": "be a number",
+    "float_type": "be a number",
+    "finite_number": "be a finite number",
+    "bool_parsing": "be true or false",
+    "bool_type": "be true or false",
+    "string_type": "be text",
+    "list_type": "be a list",
+    "dict_type": "be an object of name: value",
+    "greater_than_equal": "be at least {ge}",
+    "greater_than": "be more than {gt}",
+    "less_than_equal": "be at most {le}",
+    "less_than": "be less than {lt}",
+    "multiple_of": "be a multiple of {multiple_of}",
+    "too_long": "have at most {max_length} items",
+    "too_short": "have at least {min_length} items",
+    "string_too_long": "have at most {max_length} characters",
+    "string_too_short": "have at least {min_length} characters",
+}
+_SHOWN_INPUT = 40  # characters of a refused value quoted back
+_NUMBER = re.compile(r"[-+]?\d+(\.\d*)?([eE][-+]?\d+)?")  # a form's number, shown unquoted
+
+
+def _got(err: Any) -> str:
+    ctx = err.get("ctx") or {}
+    if "actual_length" in ctx:
+        return f" (got {ctx['actual_length']})"
+    value = err.get("input")
+    if isinstance(value, dict | list):
+        return ""
+    shown = value if isinstance(value, str) and _NUMBER.fullmatch(value) else repr(value)
+    return f" (got {shown[:_SHOWN_INPUT]}{'…' if len(shown) > _SHOWN_INPUT else ''})"
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def _is_union_branch(part: Any) -> bool:
+    """pydantic names the member of a union a value failed as a location step, e.g.
+    ``literal['default','tensor','channel']`` or ``int``: not a place in the input."""
+    return isinstance(part, str) and ("[" in part or part in {"int", "float", "str", "bool"})
+
+
+def _field_messages(where: str, errors: list[Any], fields: Sequence[str]) -> str:
+    """One sentence for the errors of one place (a parameter, or an item of it): the
+    branches of a union merge into one "must be A, or B" sentence."""
+    if errors[0]["type"] == "extra_forbidden":
+        return _sentence(f"This lab has no parameter of that name; it takes {', '.join(fields)}")
+    if errors[0]["type"] == "missing":
+        return "Required."
+    phrases = [
+        _MUST[e["type"]].format(**(e.get("ctx") or {})) for e in errors if e["type"] in _MUST
+    ]
+    others = [e["msg"].removeprefix("Value error, ") for e in errors if e["type"] not in _MUST]
+    subject = where or "it"
+    if phrases and not others:
+        return _sentence(f"{subject} must {', or '.join(dict.fromkeys(phrases))}{_got(errors[0])}")
+    text = "; ".join(dict.fromkeys(others))  # a lab's own message, already a sentence
+    return f"{where[:1].upper()}{where[1:]}: {text}" if where else text
+
+
+def params_errors(e: ValidationError, fields: Sequence[str] = ()) -> dict[str, str]:
+    """pydantic's errors as ``{parameter: message}``, each message a sentence a learner
+    can act on ("It must have at most 2 items (got 3)."); a nested place reads "Item
+    2 must be …" (1-based list positions); model-level errors go under ``""``. ``fields``: the
+    parameter names, for the message about an unknown one."""
+    grouped: dict[tuple[str, str], list[Any]] = {}
     for err in e.errors():
-        loc = [p for p in err["loc"] if p not in ("body",)]
+        loc = [p for p in err["loc"] if p != "body" and not _is_union_branch(p)]
         key = str(loc[0]) if loc else WHOLE_REQUEST
-        msg = err["msg"].removeprefix("Value error, ")
-        if len(loc) > 1:
-            where = ".".join(str(int(p) + 1) if isinstance(p, int) else str(p) for p in loc[1:])
-            msg = f"item {where}: {msg}"
-        out.setdefault(key, []).append(msg)
-    return {k: "; ".join(v) for k, v in out.items()}
+        where = " ".join(f"item {int(p) + 1}" if isinstance(p, int) else str(p) for p in loc[1:])
+        grouped.setdefault((key, where), []).append(err)
+    out: dict[str, list[str]] = {}
+    for (key, where), errors in grouped.items():
+        out.setdefault(key, []).append(_field_messages(where, errors, fields))
+    return {k: " ".join(v) for k, v in out.items()}
 
 
 def _unstorable(value: Any) -> str | None:
@@ -144,7 +218,7 @@ class Lab:
             stored = params.model_dump(mode="json")
             self.params.model_validate(stored)
         except ValidationError as e:
-            raise InvalidParams(params_errors(e)) from None
+            raise InvalidParams(params_errors(e, list(self.params.model_fields))) from None
         bad = {name: why for name, v in stored.items() if (why := _unstorable(v))}
         if bad:
             raise InvalidParams(bad)
