@@ -420,6 +420,12 @@ def delayed_scaling_scale(amax: float, dtype: str = "fp8_e4m3", margin: int = 0)
     return amax * 2.0**margin / dtype_max(dtype)
 
 
+def expected_active_experts(model: str, batch: int) -> float:
+    """Distinct experts per MoE layer a batch of ``batch`` tokens touches if each picks its
+    top k of E uniformly: E · (1 − (1 − k/E)^batch). Mixtral 8x7B: 2 at batch 1, 7.2 at 8."""
+    return memory.expected_active_experts(get_model(model), batch)
+
+
 def dtype_binades(dtype: str) -> float:
     """log2(largest finite / smallest positive normal): the binades a float format's
     normal numbers span (bf16 → 254.0, fp16 → 30.0, fp8_e4m3 → 14.8)."""
@@ -433,6 +439,7 @@ FACTS.update(
         "mla_kv_bytes_per_token": mla_kv_bytes_per_token,
         "decode_step_ms": decode_step_ms,
         "delayed_scaling_scale": delayed_scaling_scale,
+        "expected_active_experts": expected_active_experts,
         "dtype_binades": dtype_binades,
     }
 )

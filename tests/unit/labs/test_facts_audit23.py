@@ -38,6 +38,13 @@ def test_moe_reads_only_the_experts_a_batch_touches() -> None:
     assert eight == pytest.approx(42.22 * GB, rel=1e-3)
 
 
+def test_expected_experts_follow_the_binomial_count() -> None:
+    # 8 experts, top 2: an expert is missed by one token with probability 6/8.
+    assert facts.expected_active_experts("mixtral-8x7b", 8) == pytest.approx(8 * (1 - 0.75**8))
+    assert facts.expected_active_experts("mixtral-8x7b", 1) == pytest.approx(2)
+    assert facts.expected_active_experts(LLAMA_8B, 64) == 1
+
+
 def test_decode_step_without_a_chunk_is_the_labs_step() -> None:
     lab = facts.evaluate(
         "lab_result",
