@@ -100,3 +100,31 @@ def test_exl2_engines_and_successor() -> None:
     body = text("exl2")
     assert "vLLM, TGI and llama.cpp do not load EXL2" not in body
     assert "--quantize exl2" in body and "archived" in body and "ExLlamaV3" in body
+
+
+def _compiles(dynamic: bool | None, mark: bool = False) -> int:
+    """Graphs Dynamo compiles for ten sequence lengths (backend eager: no code generation)."""
+    import torch
+    import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
+
+    dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(lambda x: (x * 2).sum(-1), backend="eager", dynamic=dynamic)
+    for length in range(512, 522):
+        x = torch.randn(2, length)
+        if mark:
+            dynamo.mark_dynamic(x, 1)
+        compiled(x)
+    graphs = counters["stats"]["unique_graphs"]
+    dynamo.reset()
+    return graphs
+
+
+def test_torch_compile_recompile_counts_are_what_the_card_says() -> None:
+    """The audit found the card's exercise assuming a recompile per length by default."""
+    assert item("torch-compile", "recompiles").answer == _compiles(None) == 2
+    body = text("torch-compile")
+    assert "10 prompt lengths cost 2 compiles by default, 1 with `dynamic=True`" in body
+    assert _compiles(True) == 1 and _compiles(None, mark=True) == 1
+    assert _compiles(False) == 8  # one per length until recompile_limit, then eager
