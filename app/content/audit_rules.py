@@ -86,7 +86,7 @@ class SupportRule:
 
 CHANGED = re.compile(
     r"\b(?:removed|deprecated|dropped|no longer|until|up to|before|last release|pin|"
-    r"refuses?|raises?|stub)\b|\bv?0\.\d+|≤",
+    r"refuses?|raises?|stub)\b|\bv0\.\d+|\b0\.\d+\.(?:x|\d+)\b|\bvLLM\s+0\.\d+|≤",
     re.IGNORECASE,
 )
 SUPPORT_RULES = (

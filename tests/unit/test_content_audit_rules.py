@@ -68,6 +68,8 @@ def test_predictions_and_derivations_pass(prompt: str) -> None:
             "kernels on supported GPUs.",
             "2:4 sparse",
         ),
+        # a decimal is not a version
+        ("vLLM runs 2:4 checkpoints with 0.25 bits of metadata per weight.", "2:4 sparse"),
         # kv-cache-quantization.md before the fix
         (
             "| on the fly | `calculate_kv_scales=True`: amax of the first batch / 448 |",
