@@ -190,3 +190,82 @@ CLAIM_FACTS: dict[str, Callable[..., float | int]] = {
     "largest_block_aligned_tensor_parallel": largest_block_aligned_tensor_parallel,
     "projection_bits_per_weight": projection_bits_per_weight,
 }
+
+
+# --- helper content-fix (issue 23): occupancy and launch limits ----------------
+# The hardware cards stated occupancy percentages, blocks per SM and launch
+# failures ("1,024 threads × 72 registers") that no fact checked. Per-SM and
+# per-block limits by compute capability, from the CUDA C++ Programming Guide,
+# "Features and Technical Specifications" (Table: technical specifications per
+# compute capability): resident warps, resident blocks, shared memory per SM and
+# the opt-in maximum per block, both in KiB. Every listed capability has 65,536
+# 32-bit registers per SM and per block and at most 255 per thread.
+SM_LIMITS: dict[float, tuple[int, int, int, int]] = {
+    7.0: (64, 32, 96, 96),
+    7.5: (32, 16, 64, 64),
+    8.0: (64, 32, 164, 163),
+    8.6: (48, 16, 100, 99),
+    8.9: (48, 24, 100, 99),
+    9.0: (64, 32, 228, 227),
+    10.0: (64, 32, 228, 227),
+}
+REGISTERS_PER_SM = 65_536
+REGISTERS_PER_BLOCK = 65_536
+MAX_REGISTERS_PER_THREAD = 255
+MAX_THREADS_PER_BLOCK = 1_024
+WARP_SIZE = 32
+REGISTER_ALLOCATION_UNIT = 256  # registers are allocated per warp in chunks of 256
+RESERVED_SHARED_PER_BLOCK = 1_024  # bytes the system reserves per resident block from 8.0 on
+OCCUPANCY_WHAT = ("occupancy", "blocks_per_sm", "warps_per_sm", "launches")
+
+
+def occupancy(
+    gpu: str,
+    threads_per_block: int,
+    registers_per_thread: int = 32,
+    shared_bytes_per_block: int = 0,
+    what: str = "occupancy",
+) -> float:
+    """Theoretical occupancy of a kernel on one SM of ``gpu``, as Nsight Compute and
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor compute it: blocks per SM is the least of
+    the block-slot, warp-slot, register and shared-memory limits. ``what``:
+    ``occupancy`` (resident warps / maximum, 0–1), ``blocks_per_sm``, ``warps_per_sm``, or
+    ``launches`` (1 if one block fits the per-block limits at all, else 0: "too many
+    resources requested for launch"). H100, 256 threads, 100 KiB shared → 2 blocks, 0.25."""
+    if what not in OCCUPANCY_WHAT:
+        raise KeyError(f"unknown quantity {what!r}; known: {', '.join(OCCUPANCY_WHAT)}")
+    cc = get_gpu(gpu).compute_capability
+    if cc not in SM_LIMITS:
+        raise KeyError(f"no SM limits for compute capability {cc}; known: {sorted(SM_LIMITS)}")
+    max_warps, max_blocks, smem_sm_kib, smem_block_kib = SM_LIMITS[cc]
+    warps = math.ceil(threads_per_block / WARP_SIZE)
+    per_warp = math.ceil(registers_per_thread * WARP_SIZE / REGISTER_ALLOCATION_UNIT)
+    registers_per_warp = per_warp * REGISTER_ALLOCATION_UNIT
+    launches = (
+        0 < threads_per_block <= MAX_THREADS_PER_BLOCK
+        and registers_per_thread <= MAX_REGISTERS_PER_THREAD
+        and registers_per_warp * warps <= REGISTERS_PER_BLOCK
+        and shared_bytes_per_block <= smem_block_kib * 1024
+    )
+    if what == "launches":
+        return int(launches)
+    if not launches:
+        return 0
+    reserved = RESERVED_SHARED_PER_BLOCK if cc >= 8.0 else 0
+    limits = [
+        max_blocks,
+        max_warps // warps,
+        REGISTERS_PER_SM // (registers_per_warp * warps) if registers_per_thread else max_blocks,
+        smem_sm_kib * 1024 // (shared_bytes_per_block + reserved)
+        if shared_bytes_per_block
+        else max_blocks,
+    ]
+    blocks = min(limits)
+    return {
+        "blocks_per_sm": blocks,
+        "warps_per_sm": blocks * warps,
+        "occupancy": blocks * warps / max_warps,
+    }[what]
+
+
+CLAIM_FACTS["occupancy"] = occupancy

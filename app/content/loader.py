@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from app.content.audit_rules import check as check_audit_rules
 from app.content.catalogue import Catalogue, Lesson, Term
 from app.content.checks import cross_check
 from app.content.figures import FigureCollector, FigureFile, load_figure_files
@@ -293,6 +294,7 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
     )
     reader.problems.extend(cross_check(cat, lab_ids))
     reader.problems.extend(check_rules(cat))  # claims the registries decide (issue 15)
+    reader.problems.extend(check_audit_rules(cat))  # recall prompts, stale claims (issue 23)
     if reader.problems:
         raise ContentError(reader.problems)
     return cat
