@@ -108,13 +108,32 @@
     } else if (e.key === "Enter" && opts.length) {
       if (cur < 0 && !e.target.hasAttribute("data-enter-picks-first")) return;
       e.preventDefault();
-      var pick = opts[cur >= 0 ? cur : 0].querySelector("a");
+      var chosen = opts[cur >= 0 ? cur : 0];
+      var pick = chosen.matches("a") ? chosen : chosen.querySelector("a");
       if (pick) window.location.assign(pick.getAttribute("href"));
     }
   });
   document.addEventListener("focusout", function (e) {
     var input = e.target;
     if (combo(input)) setTimeout(function () { closeList(input); }, 200);
+  });
+  // A region that scrolls (a wide table, a long code block or formula, the run log) must
+  // be reachable by keyboard to be scrolled: give the ones that actually overflow a tab
+  // stop (and only those, so short blocks add none). Again after each swap and resize.
+  var SCROLLERS = "main pre, main table, main math[display='block'], main .log, main .run-table";
+  function focusableScrollers(root) {
+    var scope = root && root.querySelectorAll ? root : document;
+    Array.prototype.forEach.call(scope.querySelectorAll(SCROLLERS), function (el) {
+      var scrolls = el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1;
+      if (scrolls && !el.hasAttribute("tabindex")) el.setAttribute("tabindex", "0");
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { focusableScrollers(document); });
+  document.addEventListener("htmx:afterSettle", function () { focusableScrollers(document); });
+  var resizing;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () { focusableScrollers(document); }, 200);
   });
   // A run's event stream ends with an "end" event, then the server closes it. Close it
   // ourselves on "end": otherwise the close reaches the SSE extension as an error

@@ -32,11 +32,20 @@ def header_bottom(page: Page) -> float:
 def test_header_is_compact(sized_page, live_server) -> None:  # type: ignore[no-untyped-def]
     size, page = sized_page
     page.goto(f"{live_server.url}/terms/fp8")
-    limit = {"desktop": 64, "phone": 96}[size]  # phone: 11 % of 844 px, was 190 px
+    # Phone: the menu wraps to a second row so every link is on screen (issue 20.13: a
+    # sideways-scrolling row hid Progress and Sign in), and the header scrolls away with
+    # the page instead of staying: 13 % of 844 px at the top, none while reading (was 190).
+    limit = {"desktop": 64, "phone": 112}[size]
     assert header_bottom(page) <= limit
-    # every main destination is still one tap away
-    for name in ("Terms", "Lessons", "Labs", "Review", "Notebook", "Progress"):
-        expect(page.locator("header.site nav").get_by_role("link", name=name)).to_be_attached()
+    sticky = page.evaluate("getComputedStyle(document.querySelector('header.site')).position")
+    assert sticky == ("sticky" if size == "desktop" else "static")
+    # every main destination is one tap away, on screen
+    width = page.evaluate("document.documentElement.clientWidth")
+    for name in ("Terms", "Lessons", "Labs", "Review", "Notebook", "Progress", "Sign in"):
+        link = page.locator("header.site nav").get_by_role("link", name=name)
+        expect(link).to_be_in_viewport(ratio=1)
+        box = link.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width
     expect(page.locator("#site-search")).to_be_visible()
 
 
