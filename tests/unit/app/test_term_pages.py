@@ -233,3 +233,11 @@ def check_search_ranking(client) -> None:  # type: ignore[no-untyped-def]
 
 def test_search_ranks_titles_and_aliases_first(read_only_client) -> None:
     check_search_ranking(read_only_client)
+
+
+def test_the_lessons_page_counts_its_lessons(read_only_client) -> None:
+    """Issue 20.13: the page said "Fourteen" while there were 16; the count is computed."""
+    cat = read_only_client.app.state.content.get()
+    page = soup(read_only_client.get("/lessons"))
+    assert page.select_one(".lede").get_text().startswith(f"{len(cat.lessons)} hands-on lessons")
+    assert len(page.select(".lesson-list > li")) == len(cat.lessons)
