@@ -1,8 +1,9 @@
 """What every model lab shares: shared parameters, loading, the reference evaluation.
 
 A lab opens an :class:`Evaluation` (the model, the held-out windows and the
-reference model's float32 logits on them), changes weights or the KV cache, and
-scores the changed model against the kept reference logits.
+reference model's float32 log-probabilities on them, kept in memory up to a budget
+and recomputed beyond it), changes weights or the KV cache, and scores the changed
+model against the reference.
 """
 
 from __future__ import annotations
@@ -90,11 +91,6 @@ class ModelParams(LabParams):
                 f"eval_tokens ({self.eval_tokens}) is beyond the {s.heldout_tokens} tokens "
                 f"of {self.model}'s heldout.txt"
             )
-        if self.eval_tokens > s.max_eval_tokens():
-            raise ValueError(
-                f"eval_tokens ({self.eval_tokens}) over {s.max_eval_tokens()}: the reference "
-                f"logits of a {s.vocab}-token vocabulary would not fit in memory"
-            )
 
     def model_spec(self) -> spec.ModelSpec:
         try:
@@ -108,7 +104,7 @@ class Evaluation:
     loaded: models.Loaded
     spec: spec.ModelSpec
     windows: Any  # [n, context] int64
-    reference: list[Any]  # evaluate.Reference per batch of windows
+    reference: Any  # reference.ReferenceLogits: kept within a budget, recomputed beyond
     base: Any  # evaluate.Totals of the unchanged model
     batch_size: int
     device: str
