@@ -167,14 +167,14 @@ def _quantize(
                 group != AWQ_GROUPS[1]
                 or editor.weight(prefix + "self_attn.v_proj").shape[0] == ws[0].shape[1]
             )
-            if not foldable:  # GQA: 1/s cannot be folded into v_proj, so plain RTN here
-                for n, w in zip(members, ws, strict=True):
-                    dq, b = fakequant.quantize_weight(w, params.format, options)
-                    editor.set(n, dq)
-                    nbytes += b
-                continue
-            ar = awq(
-                ws, inputs[members[0]], params.format, options, block=_block(ev, prefix, group)
+            ar = awq(  # GQA: 1/s cannot be folded into v_proj, so no scale (n_grid=1) there
+                ws,
+                inputs[members[0]],
+                params.format,
+                options,
+                block=_block(ev, prefix, group),
+                n_grid=20 if foldable else 1,
+                clip=[not n.endswith(("q_proj", "k_proj")) for n in members],  # as the reference
             )
             for n, dq, b in zip(members, ar.weights, ar.nbytes, strict=True):
                 editor.set(n, dq)
