@@ -133,6 +133,7 @@ def _quantize(
     from labs.lm import calibrate, fakequant
     from labs.quant.awq import awq
     from labs.quant.gptq import gptq, hessian
+    from labs.quant.parallel import map_chunks
 
     options = spec.format_options(params.format, params.granularity)
     nbytes = 0
@@ -144,16 +145,20 @@ def _quantize(
 
     def layer(i: int, inputs: dict[str, torch.Tensor]) -> None:
         nonlocal nbytes
-        if method == "gptq":
-            for n, x in inputs.items():
-                gr = gptq(
-                    editor.original(n),
-                    hessian(x),
+        if method == "gptq":  # a layer's linears are independent: spread over the cores
+            originals = {n: editor.original(n) for n in inputs}
+            results = map_chunks(
+                lambda n: gptq(
+                    originals[n],
+                    hessian(inputs[n]),
                     params.format,
                     options,
                     damp=params.damp,
                     act_order=params.act_order,
-                )
+                ),
+                list(inputs),
+            )
+            for n, gr in zip(inputs, results, strict=True):
                 editor.set(n, gr.weight)
                 nbytes += gr.nbytes
             return

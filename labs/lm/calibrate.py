@@ -8,6 +8,7 @@ the end of layer ``i`` (nothing after it is computed).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,33 +23,50 @@ class _Stop(Exception):
 def layer_inputs(
     model: Any, layer: int, names: list[str], windows: torch.Tensor, batch_size: int, device: str
 ) -> dict[str, torch.Tensor]:
-    """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``."""
-    got: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+    """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``;
+    linears fed the same input (q/k/v, gate/up) share one tensor. Batches run on the
+    run's cores, each input stored by batch so the order never depends on them."""
+    from labs.lm.evaluate import batch_starts, run_batches
+
+    starts = batch_starts(windows.shape[0], batch_size)
+    got: dict[str, dict[int, torch.Tensor]] = {n: {} for n in names}
+    current = threading.local()  # which batch this thread is running
     hooks = []
     for n in names:
         mod = model.get_submodule(n)
 
         def pre(_m: Any, args: tuple[Any, ...], n: str = n) -> None:
             x = args[0]
-            got[n].append(x.detach().reshape(-1, x.shape[-1]).float().cpu())
+            got[n][current.first] = x.detach().reshape(-1, x.shape[-1]).float().cpu()
 
         hooks.append(mod.register_forward_pre_hook(pre))
 
     def stop(*_: Any) -> None:
         raise _Stop
 
+    def work(first: int) -> None:
+        current.first = first
+        try:
+            with torch.no_grad():
+                model(input_ids=windows[first : first + batch_size].to(device), use_cache=False)
+        except _Stop:
+            pass
+
     hooks.append(model.model.layers[layer].register_forward_hook(stop))
     try:
-        with torch.no_grad():
-            for i in range(0, windows.shape[0], batch_size):
-                try:
-                    model(input_ids=windows[i : i + batch_size].to(device), use_cache=False)
-                except _Stop:
-                    pass
+        run_batches(work, starts, device)
     finally:
         for h in hooks:
             h.remove()
-    return {n: torch.cat(v) for n, v in got.items()}
+    joined: dict[tuple[int, ...], torch.Tensor] = {}
+    out = {}
+    for n in names:
+        parts = [got[n][first] for first in starts]
+        key = tuple(p.data_ptr() for p in parts)
+        if key not in joined:
+            joined[key] = torch.cat(parts)
+        out[n] = joined[key]
+    return out
 
 
 def by_layer(names: list[str]) -> dict[int, list[str]]:
