@@ -100,3 +100,27 @@ def test_paired_comparison_on_the_shipped_model(loaded, w) -> None:
     assert same_model.mean == 0 and same_model.inside_noise
     with pytest.raises(ValueError, match="metric"):
         compare(q4, q8, "perplexity")
+
+
+def test_activation_outliers_finds_a_planted_outlier_and_none_in_the_shipped_model(
+    loaded,
+) -> None:
+    from labs.lm.calibrate import activation_outliers
+
+    cal = windows(session.token_ids(loaded, models.CALIBRATION_FILE)[:1024], 256)
+    stats = activation_outliers(loaded.model, cal, 4, "cpu")
+    assert len(stats) == 16 and {s.channels for s in stats} == {256, 768}
+    # What AWQ exploits is absent: the largest channel is a few times the median
+    # (billion-parameter LLMs: ~100x), the top 1 % carry under 4 % of the magnitude.
+    assert max(s.max_over_median for s in stats) < 10
+    assert max(s.top_share for s in stats) < 0.04
+    norm = loaded.model.model.layers[0].input_layernorm.weight
+    with torch.no_grad():
+        norm[7] *= 50
+    try:
+        planted = activation_outliers(loaded.model, cal, 4, "cpu")
+    finally:
+        with torch.no_grad():
+            norm[7] /= 50
+    first = next(s for s in planted if s.layer == 0 and s.point == "attention input")
+    assert first.max_over_median > 40 and first.top_share > 0.1
