@@ -133,6 +133,7 @@ def _quantize(
     from labs.lm import calibrate, fakequant
     from labs.quant.awq import awq
     from labs.quant.gptq import gptq, hessian
+    from labs.quant.parallel import map_chunks
 
     options = spec.format_options(params.format, params.granularity)
     nbytes = 0
@@ -144,16 +145,20 @@ def _quantize(
 
     def layer(i: int, inputs: dict[str, torch.Tensor]) -> None:
         nonlocal nbytes
-        if method == "gptq":
-            for n, x in inputs.items():
-                gr = gptq(
-                    editor.original(n),
-                    hessian(x),
+        if method == "gptq":  # a layer's linears are independent: spread over the cores
+            originals = {n: editor.original(n) for n in inputs}
+            results = map_chunks(
+                lambda n: gptq(
+                    originals[n],
+                    hessian(inputs[n]),
                     params.format,
                     options,
                     damp=params.damp,
                     act_order=params.act_order,
-                )
+                ),
+                list(inputs),
+            )
+            for n, gr in zip(inputs, results, strict=True):
                 editor.set(n, gr.weight)
                 nbytes += gr.nbytes
             return
@@ -167,14 +172,14 @@ def _quantize(
                 group != AWQ_GROUPS[1]
                 or editor.weight(prefix + "self_attn.v_proj").shape[0] == ws[0].shape[1]
             )
-            if not foldable:  # GQA: 1/s cannot be folded into v_proj, so plain RTN here
-                for n, w in zip(members, ws, strict=True):
-                    dq, b = fakequant.quantize_weight(w, params.format, options)
-                    editor.set(n, dq)
-                    nbytes += b
-                continue
-            ar = awq(
-                ws, inputs[members[0]], params.format, options, block=_block(ev, prefix, group)
+            ar = awq(  # GQA: 1/s cannot be folded into v_proj, so no scale (n_grid=1) there
+                ws,
+                inputs[members[0]],
+                params.format,
+                options,
+                block=_block(ev, prefix, group),
+                n_grid=20 if foldable else 1,
+                clip=[not n.endswith(("q_proj", "k_proj")) for n in members],  # as the reference
             )
             for n, dq, b in zip(members, ar.weights, ar.nbytes, strict=True):
                 editor.set(n, dq)

@@ -8,7 +8,9 @@ the end of layer ``i`` (nothing after it is computed).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -21,33 +23,50 @@ class _Stop(Exception):
 def layer_inputs(
     model: Any, layer: int, names: list[str], windows: torch.Tensor, batch_size: int, device: str
 ) -> dict[str, torch.Tensor]:
-    """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``."""
-    got: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+    """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``;
+    linears fed the same input (q/k/v, gate/up) share one tensor. Batches run on the
+    run's cores, each input stored by batch so the order never depends on them."""
+    from labs.lm.evaluate import batch_starts, run_batches
+
+    starts = batch_starts(windows.shape[0], batch_size)
+    got: dict[str, dict[int, torch.Tensor]] = {n: {} for n in names}
+    current = threading.local()  # which batch this thread is running
     hooks = []
     for n in names:
         mod = model.get_submodule(n)
 
         def pre(_m: Any, args: tuple[Any, ...], n: str = n) -> None:
             x = args[0]
-            got[n].append(x.detach().reshape(-1, x.shape[-1]).float().cpu())
+            got[n][current.first] = x.detach().reshape(-1, x.shape[-1]).float().cpu()
 
         hooks.append(mod.register_forward_pre_hook(pre))
 
     def stop(*_: Any) -> None:
         raise _Stop
 
+    def work(first: int) -> None:
+        current.first = first
+        try:
+            with torch.no_grad():
+                model(input_ids=windows[first : first + batch_size].to(device), use_cache=False)
+        except _Stop:
+            pass
+
     hooks.append(model.model.layers[layer].register_forward_hook(stop))
     try:
-        with torch.no_grad():
-            for i in range(0, windows.shape[0], batch_size):
-                try:
-                    model(input_ids=windows[i : i + batch_size].to(device), use_cache=False)
-                except _Stop:
-                    pass
+        run_batches(work, starts, device)
     finally:
         for h in hooks:
             h.remove()
-    return {n: torch.cat(v) for n, v in got.items()}
+    joined: dict[tuple[int, ...], torch.Tensor] = {}
+    out = {}
+    for n in names:
+        parts = [got[n][first] for first in starts]
+        key = tuple(p.data_ptr() for p in parts)
+        if key not in joined:
+            joined[key] = torch.cat(parts)
+        out[n] = joined[key]
+    return out
 
 
 def by_layer(names: list[str]) -> dict[int, list[str]]:
@@ -73,3 +92,69 @@ def sequential(
         quantize_layer(layer, layer_inputs(model, layer, members, windows, batch_size, device))
         if on_layer is not None:
             on_layer(k + 1, len(layers))
+
+
+# The four points where AWQ reads activations in a Llama layer, by the linear they feed.
+OUTLIER_POINTS = (
+    ("self_attn.q_proj", "attention input"),
+    ("self_attn.o_proj", "o_proj input"),
+    ("mlp.gate_proj", "MLP input"),
+    ("mlp.down_proj", "down_proj input"),
+)
+TOP_SHARE = 0.01  # "salient" channels: the top 1 %, as in the AWQ paper
+
+
+@dataclass
+class Outliers:
+    """How unequal the input channels of one linear are, by AWQ's statistic: the mean
+    |x| of each channel over the calibration tokens."""
+
+    layer: int
+    point: str
+    channels: int
+    max_over_median: float  # largest channel's mean |x| over the median channel's
+    top_share: float  # share of Σ mean|x| carried by the top 1 % of channels (≥ 1 channel)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@torch.no_grad()
+def activation_outliers(
+    model: Any, windows: torch.Tensor, batch_size: int, device: str
+) -> list[Outliers]:
+    """Per decoder layer and AWQ input point, the channel statistic AWQ exploits, from
+    the unquantized model on ``windows``. Large ``max_over_median`` (tens to hundreds in
+    billion-parameter LLMs) is what lets AWQ's scaling protect a few channels cheaply."""
+    layers = len(model.model.layers)
+    sums: dict[tuple[int, str], torch.Tensor] = {}
+    hooks = []
+    for i in range(layers):
+        for name, point in OUTLIER_POINTS:
+            mod = model.get_submodule(f"model.layers.{i}.{name}")
+
+            def pre(_m: Any, args: tuple[Any, ...], key: tuple[int, str] = (i, point)) -> None:
+                x = args[0].detach().float().abs().reshape(-1, args[0].shape[-1]).sum(0).cpu()
+                sums[key] = sums[key] + x.double() if key in sums else x.double()
+
+            hooks.append(mod.register_forward_pre_hook(pre))
+    try:
+        for b in range(0, windows.shape[0], batch_size):
+            model(input_ids=windows[b : b + batch_size].to(device), use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    out = []
+    for (layer, point), total in sums.items():
+        mean = total / windows.numel()
+        top = max(1, round(TOP_SHARE * mean.numel()))
+        out.append(
+            Outliers(
+                layer=layer,
+                point=point,
+                channels=mean.numel(),
+                max_over_median=float(mean.max() / mean.median()),
+                top_share=float(mean.topk(top).values.sum() / mean.sum()),
+            )
+        )
+    return out

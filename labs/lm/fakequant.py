@@ -8,8 +8,10 @@ originals are kept so that a lab can restore them and quantize something else.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,7 @@ class WeightEditor:
     def __init__(self, model: Any) -> None:
         self.model = model
         self.originals: dict[str, torch.Tensor] = {}
+        _EDITORS.add(self)
 
     def weight(self, name: str) -> torch.Tensor:
         w: torch.Tensor = self.model.get_submodule(name).weight
@@ -69,6 +72,35 @@ class WeightEditor:
             if name in self.originals:
                 with torch.no_grad():
                     self.weight(name).copy_(self.originals.pop(name))
+
+    @contextlib.contextmanager
+    def originals_in(self) -> Iterator[None]:
+        """Every changed weight as trained for the duration, by swapping storage (no copy)."""
+        swapped = []
+        try:
+            for name, orig in self.originals.items():
+                w = self.weight(name)
+                swapped.append((w, w.data))
+                w.data = orig
+            yield
+        finally:
+            for w, current in swapped:
+                w.data = current
+
+
+# Live editors, so that an evaluation can see the model as trained (original_weights)
+# without the lab handing its editor over.
+_EDITORS: weakref.WeakSet[WeightEditor] = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def original_weights(model: Any) -> Iterator[None]:
+    """``model`` with every weight an editor changed back as trained, for the duration."""
+    with contextlib.ExitStack() as stack:
+        for ed in list(_EDITORS):
+            if ed.model is model:
+                stack.enter_context(ed.originals_in())
+        yield
 
 
 def quantize_weight(w: torch.Tensor, fmt: str, options: dict[str, Any]) -> tuple[torch.Tensor, int]:

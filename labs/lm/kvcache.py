@@ -18,6 +18,9 @@ Granularities (one scale per …):
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +43,19 @@ class KVSetting:
 
 
 _ACTIVE: KVSetting | None = None
+# Batches of windows run on several threads at once: the byte counts add up under a lock.
+_COUNT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """No KV quantization for the duration (the reference model, recomputed mid-run)."""
+    global _ACTIVE
+    saved, _ACTIVE = _ACTIVE, None
+    try:
+        yield
+    finally:
+        _ACTIVE = saved
 
 
 def _rows(x: torch.Tensor, how: str) -> torch.Tensor:
@@ -77,9 +93,10 @@ def quantize_kv(x: torch.Tensor, st: KVSetting, is_key: bool) -> torch.Tensor:
             opts["granularity"] = "channel"  # one scale per row of _rows
     rows = _rows(x.float(), how if how in ("channel", "per-tensor", "per-head") else "token")
     q = quantize(rows, st.fmt, **opts)
-    st.nbytes += int(q.nbytes)
-    st.numel += rows.numel()
-    st.bf16_bytes += 2 * rows.numel()
+    with _COUNT_LOCK:
+        st.nbytes += int(q.nbytes)
+        st.numel += rows.numel()
+        st.bf16_bytes += 2 * rows.numel()
     return _unrows(q.dequantize(), x, how).to(x.dtype)
 
 
@@ -92,7 +109,8 @@ def attention(
     if st is not None:
         key = quantize_kv(key, st, True)
         value = quantize_kv(value, st, False)
-        st.calls += 1
+        with _COUNT_LOCK:
+            st.calls += 1
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 

@@ -19,7 +19,6 @@ ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_a
 MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 KINDS = tuple(n.split(".")[1] for n in ATTENTION + MLP)  # q_proj … down_proj
 META_FILE = "lowbit.json"
-LOGIT_BUDGET_BYTES = 1024 * 2**20  # reference log-probs and probs kept for KL, float32
 
 FormatKey = Literal[
     "int8",
@@ -120,10 +119,6 @@ class ModelSpec:
         if name.endswith("o_proj"):
             return self.heads * self.head_dim
         return self.hidden
-
-    def max_eval_tokens(self) -> int:
-        """Most tokens whose reference logits fit the in-memory budget."""
-        return LOGIT_BUDGET_BYTES // (2 * 4 * self.vocab)
 
 
 def matches(name: str, pattern: str) -> bool:

@@ -176,9 +176,9 @@ def gptq(
                 qcol = round_to_grid(wcol, scale[:, col], offset[:, col], table)
             Q1[:, i] = qcol
             err = (wcol - qcol) / Hinv1[i, i]
-            loss += err.double().pow(2).sum() / 2
             W1[:, i:].addr_(err, Hinv1[i, i:], alpha=-1.0)
             Err1[:, i] = err
+        loss += Err1.double().pow(2).sum() / 2  # once per block, not per column
         Q[:, i1:i2] = Q1
         W[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
     if perm is not None:

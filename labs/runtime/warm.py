@@ -48,6 +48,12 @@ def preload() -> dict[str, str]:
             importlib.import_module(name)
         except Exception as e:  # a missing optional module must not stop the worker
             failed[name] = f"{type(e).__name__}: {e}"
+    try:  # the shipped model's texts, tokenized once for every model-lab run
+        from labs.lm.session import warm_token_ids
+
+        warm_token_ids()
+    except Exception as e:  # a broken model directory is the run's error, not ours
+        failed["token ids"] = f"{type(e).__name__}: {e}"
     try:
         warm_charts()
     except Exception as e:  # a chart that cannot be drawn is the run's error, not ours
