@@ -443,3 +443,13 @@ FACTS.update(
         "dtype_binades": dtype_binades,
     }
 )
+
+
+# --- Helper cards-serving (issue 23 "Breadth": serving, long context, MoE traffic,
+# ROCm and MLX). The functions live in their own modules, which keeps this one small;
+# registering them here keeps one FACTS table for the content tests.
+from labs.facts_hardware import HARDWARE_FACTS  # noqa: E402
+from labs.facts_serving import SERVING_FACTS  # noqa: E402
+
+FACTS.update(SERVING_FACTS)
+FACTS.update(HARDWARE_FACTS)
