@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from labs import memory
 from labs.gpus import GPUS
 from labs.models import get_model, tensor_groups
 
@@ -117,6 +118,22 @@ def _accelerator(device: str) -> Accelerator:
     except KeyError:
         known = ", ".join([*GPUS, *ACCELERATORS])
         raise KeyError(f"unknown device {device!r}; known: {known}") from None
+
+
+def decode_tokens_per_s_bound(
+    model: str, weight_format: str, device: str, tensor_parallel: int = 1
+) -> float:
+    """Batch-1 decode ceiling of a registry model on any device: bandwidth ÷ the weight bytes
+    one GPU reads per step (``labs.memory.weight_bytes_read_per_step``: everything but the
+    embedding table). KV reads, kernel efficiency and TP communication only lower it."""
+    spec = get_model(model)
+    problem = memory.valid_tensor_parallel(spec, tensor_parallel)
+    if problem:
+        raise ValueError(f"tensor_parallel {tensor_parallel} for {model}: {problem}")
+    if weight_format not in memory.WEIGHT_FORMATS:
+        raise KeyError(f"unknown weight_format {weight_format!r}")
+    read = memory.weight_bytes_read_per_step(spec, weight_format, tensor_parallel, 1)
+    return bandwidth(device) / read
 
 
 # --- FP8: OCP (e4m3fn) against FNUZ (MI300's gfx942) -----------------------------
@@ -242,6 +259,7 @@ def _mlx_mode(mode: str) -> MlxMode:
 
 HARDWARE_FACTS: dict[str, Callable[..., float | int]] = {
     "accelerator_spec": accelerator_spec,
+    "decode_tokens_per_s_bound": decode_tokens_per_s_bound,
     "fp8_info": fp8_info,
     "fp8_reinterpret": fp8_reinterpret,
     "mlx_bits_per_weight": mlx_bits_per_weight,

@@ -188,16 +188,41 @@ def prefill_flops(model: str, tokens: int) -> float:
 
 
 def prefill_seconds(
-    model: str, tokens: int, gpu: str, dtype: str = "bf16", efficiency: float = 1.0
+    model: str,
+    tokens: int,
+    gpu: str,
+    dtype: str = "bf16",
+    efficiency: float = 1.0,
+    gpus: int = 1,
 ) -> float:
-    """Lower bound on the time to prefill ``tokens`` tokens on one device at ``efficiency`` × peak.
+    """Lower bound on the time to prefill ``tokens`` tokens on ``gpus`` devices at ``efficiency`` × peak.
 
     Prefill is compute-bound, so FLOPs / (peak dense FLOP/s of ``dtype``) bounds it from
     below; real kernels reach perhaps 40–70 % of peak (pass it as ``efficiency``).
+    ``gpus`` splits the FLOPs evenly (tensor parallelism without its communication).
     """
-    if not 0 < efficiency <= 1:
-        raise ValueError("efficiency must be in (0, 1]")
-    return prefill_flops(model, tokens) / (peak_flops(gpu, dtype) * efficiency)
+    if not 0 < efficiency <= 1 or gpus < 1:
+        raise ValueError("efficiency must be in (0, 1] and gpus at least 1")
+    return prefill_flops(model, tokens) / (peak_flops(gpu, dtype) * efficiency * gpus)
+
+
+def kv_transfer_breakeven_gb_s(
+    model: str,
+    tokens: int,
+    gpu: str,
+    kv_dtype: str = "bf16",
+    dtype: str = "bf16",
+    efficiency: float = 1.0,
+) -> float:
+    """Link rate (GB/s per GPU) at which shipping a prompt's KV cache takes as long as
+    computing it: KV bytes / prefill time. Above it the transfer hides behind prefill.
+
+    Tensor parallelism divides both the cache and the FLOPs by the same factor, so the
+    figure is per GPU whatever the TP degree. It falls as prompts grow, because prefill's
+    attention FLOPs grow with the square of the length and the cache only linearly.
+    """
+    seconds = prefill_seconds(model, tokens, gpu, dtype, efficiency)
+    return kv_cache_bytes(model, kv_dtype, tokens) / seconds / BYTES_PER_GB
 
 
 def ring_attention_overlap_tokens(
@@ -289,11 +314,12 @@ def moe_all_to_all_bytes_per_token(
     dispatch_dtype: str = "bf16",
     combine_dtype: str = "bf16",
     expert_parallel: int = 0,
+    tokens: int = 1,
 ) -> float:
-    """Bytes one token sends through expert-parallel all-to-all, over every MoE layer.
+    """Bytes ``tokens`` tokens send through expert-parallel all-to-all, over every MoE layer.
 
-    Dispatch sends its hidden vector to each of its top-k experts, combine brings each
-    expert's output back: moe_layers · k · hidden · (dispatch + combine bytes).
+    Dispatch sends each token's hidden vector to each of its top-k experts, combine brings
+    each expert's output back: tokens · moe_layers · k · hidden · (dispatch + combine bytes).
     ``expert_parallel`` = N scales by (N − 1)/N, the share of uniformly routed copies whose
     expert lives on another GPU; 0 counts every copy (the upper bound).
     """
@@ -303,7 +329,25 @@ def moe_all_to_all_bytes_per_token(
             raise KeyError(f"unknown dtype {name!r}; known: {', '.join(A2A_DTYPE_BYTES)}")
     per_copy = shape.hidden * (A2A_DTYPE_BYTES[dispatch_dtype] + A2A_DTYPE_BYTES[combine_dtype])
     remote = 1.0 if expert_parallel == 0 else (expert_parallel - 1) / expert_parallel
-    return shape.moe_layers * shape.top_k * per_copy * remote
+    return tokens * shape.moe_layers * shape.top_k * per_copy * remote
+
+
+def moe_all_to_all_seconds(
+    model: str,
+    tokens: int,
+    gb_per_s: float,
+    dispatch_dtype: str = "bf16",
+    combine_dtype: str = "bf16",
+    expert_parallel: int = 0,
+) -> float:
+    """Seconds one GPU's ``tokens`` tokens spend in dispatch and combine at ``gb_per_s``
+    (1e9 B/s), if nothing overlaps them with compute."""
+    if gb_per_s <= 0:
+        raise ValueError("gb_per_s must be positive")
+    moved = moe_all_to_all_bytes_per_token(
+        model, dispatch_dtype, combine_dtype, expert_parallel, tokens
+    )
+    return moved / (gb_per_s * BYTES_PER_GB)
 
 
 def moe_expected_active_experts(model: str, tokens: int) -> float:
@@ -498,10 +542,16 @@ LORA_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def lora_adapter_bytes(
-    model: str, rank: int, targets: Sequence[str] = tuple(LORA_TARGETS), dtype: str = "bf16"
+    model: str,
+    rank: int,
+    targets: Sequence[str] = tuple(LORA_TARGETS),
+    dtype: str = "bf16",
+    adapters: int = 1,
 ) -> int:
-    """Bytes of one LoRA adapter: A (rank × in) and B (out × rank) for every targeted matrix
-    of every layer. Dense models only (an adapter on each expert is a different budget)."""
+    """Bytes of ``adapters`` LoRA adapters: A (rank × in) and B (out × rank) for every
+    targeted matrix of every layer. vLLM reserves ``max_loras`` such slots at
+    ``max_lora_rank`` whatever the loaded adapters' ranks. Dense models only (an adapter
+    on each expert is a different budget)."""
     spec: ModelConfig = get_model(model)
     if spec.is_moe:
         raise ValueError(f"{model} is MoE: adapters on experts are not modelled")
@@ -510,7 +560,7 @@ def lora_adapter_bytes(
         raise KeyError(f"unknown targets {sorted(unknown)}; known: {', '.join(LORA_TARGETS)}")
     kinds = {LORA_TARGETS[t] for t in targets}
     params = sum(rank * (g.rows + g.cols) * g.count for g in linear_shapes(spec) if g.kind in kinds)
-    return params * LORA_DTYPE_BYTES[dtype]
+    return adapters * params * LORA_DTYPE_BYTES[dtype]
 
 
 SERVING_FACTS: dict[str, Callable[..., float | int]] = {
@@ -519,8 +569,10 @@ SERVING_FACTS: dict[str, Callable[..., float | int]] = {
     "kv_transfer_seconds": kv_transfer_seconds,
     "prefill_flops": prefill_flops,
     "prefill_seconds": prefill_seconds,
+    "kv_transfer_breakeven_gb_s": kv_transfer_breakeven_gb_s,
     "ring_attention_overlap_tokens": ring_attention_overlap_tokens,
     "moe_all_to_all_bytes_per_token": moe_all_to_all_bytes_per_token,
+    "moe_all_to_all_seconds": moe_all_to_all_seconds,
     "moe_expected_active_experts": moe_expected_active_experts,
     "moe_balancedness": moe_balancedness,
     "rope_wavelength_tokens": rope_wavelength_tokens,

@@ -85,3 +85,39 @@ def test_mlx_weight_bytes_and_decode_bound():
     assert bound == pytest.approx(546e9 / read)
     with pytest.raises(ValueError, match="MoE"):
         ev("mlx_weight_bytes", model="mixtral-8x7b")
+
+
+def test_fnuz_maximum_is_nan_when_read_as_ocp():
+    from labs.facts_hardware import fp8_reinterpret
+
+    # 240 in FNUZ is the byte 0x7F, which OCP e4m3fn reserves for NaN: the reverse of
+    # vLLM's normalisation is not safe.
+    assert math.isnan(fp8_reinterpret(240.0, source="fp8_e4m3_fnuz", target="fp8_e4m3"))
+    assert fp8_reinterpret(120.0, source="fp8_e4m3_fnuz", target="fp8_e4m3") == 240.0
+
+
+def test_decode_bound_is_bandwidth_over_bytes_read():
+    from labs import memory
+
+    spec = get_model("llama-3.1-70b")
+    read = memory.weight_bytes_read_per_step(spec, "bf16", 1, 1)
+    assert ev(
+        "decode_tokens_per_s_bound", model="llama-3.1-70b", weight_format="bf16", device="mi300x"
+    ) == pytest.approx(5.3e12 / read)
+    # Two H100s each read half the (sharded) weights at their own bandwidth.
+    two = ev(
+        "decode_tokens_per_s_bound",
+        model="llama-3.1-70b",
+        weight_format="bf16",
+        device="h100",
+        tensor_parallel=2,
+    )
+    assert two == pytest.approx(3.35e12 / memory.weight_bytes_read_per_step(spec, "bf16", 2, 1))
+    with pytest.raises(ValueError, match="tensor_parallel 3"):
+        ev(
+            "decode_tokens_per_s_bound",
+            model="llama-3.1-70b",
+            weight_format="bf16",
+            device="h100",
+            tensor_parallel=3,
+        )

@@ -154,6 +154,14 @@ def test_all_to_all_bytes_per_token():
     assert dsv3 == 58 * 8 * 7168 * (1 + 4 / 128 + 2)
     mixtral = ev("moe_all_to_all_bytes_per_token", model="mixtral-8x7b", expert_parallel=8)
     assert mixtral == 32 * 2 * 4096 * 4 * 7 / 8
+    per_step = ev(
+        "moe_all_to_all_bytes_per_token", model="mixtral-8x7b", expert_parallel=8, tokens=128
+    )
+    assert per_step == 128 * mixtral
+    seconds = ev(
+        "moe_all_to_all_seconds", model="mixtral-8x7b", tokens=128, gb_per_s=50, expert_parallel=8
+    )
+    assert seconds == pytest.approx(per_step / 50e9)
     with pytest.raises(ValueError, match="dense model"):
         ev("moe_all_to_all_bytes_per_token", model="llama-3.1-8b")
 
@@ -297,5 +305,23 @@ def test_bitmask_and_lora_bytes():
         params={"model": "llama-3.1-8b", "rank": 16},
     )
     assert ev("lora_adapter_bytes", model="llama-3.1-8b", rank=16) == 2 * trainable
+    slots = ev("lora_adapter_bytes", model="llama-3.1-8b", rank=256, adapters=8)
+    assert slots == 8 * 16 * ev("lora_adapter_bytes", model="llama-3.1-8b", rank=16)
     with pytest.raises(KeyError, match="unknown targets"):
         ev("lora_adapter_bytes", model="llama-3.1-8b", rank=8, targets=["qkv"])
+
+
+def test_breakeven_link_rate_is_cache_bytes_over_prefill_time():
+    args = {"model": "llama-3.1-70b", "gpu": "h100"}
+    for tokens in (1, 2048, 32_768):
+        seconds = ev("prefill_seconds", tokens=tokens, **args)
+        cache = ev("kv_cache_bytes", model="llama-3.1-70b", kv_dtype="bf16", context_tokens=tokens)
+        assert ev("kv_transfer_breakeven_gb_s", tokens=tokens, **args) == pytest.approx(
+            cache / seconds / 1e9
+        )
+    # Attention's quadratic FLOPs make long prompts easier to ship than short ones.
+    short = ev("kv_transfer_breakeven_gb_s", tokens=2048, **args)
+    assert ev("kv_transfer_breakeven_gb_s", tokens=32_768, **args) < short
+    # Splitting a prefill over GPUs divides its time.
+    one = ev("prefill_seconds", tokens=4096, **args)
+    assert ev("prefill_seconds", tokens=4096, gpus=8, **args) == pytest.approx(one / 8)
