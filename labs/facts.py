@@ -448,8 +448,10 @@ FACTS.update(
 # --- Helper cards-serving (issue 23 "Breadth": serving, long context, MoE traffic,
 # ROCm and MLX). The functions live in their own modules, which keeps this one small;
 # registering them here keeps one FACTS table for the content tests.
+from labs.facts_decoding import DECODING_FACTS  # noqa: E402
 from labs.facts_hardware import HARDWARE_FACTS  # noqa: E402
+from labs.facts_moe import MOE_FACTS  # noqa: E402
 from labs.facts_serving import SERVING_FACTS  # noqa: E402
 
-FACTS.update(SERVING_FACTS)
-FACTS.update(HARDWARE_FACTS)
+for _table in (SERVING_FACTS, MOE_FACTS, DECODING_FACTS, HARDWARE_FACTS):
+    FACTS.update(_table)

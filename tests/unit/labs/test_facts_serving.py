@@ -1,4 +1,5 @@
-"""labs.facts_serving: KV layouts, transfers, ring attention, MoE traffic, RoPE, sampling.
+"""labs.facts_serving, facts_moe and facts_decoding: KV layouts, transfers, ring attention,
+MoE traffic, RoPE, sampling.
 
 Where a library computes the same number (transformers' RoPE initialisers and logits
 warpers, the qlora-budget lab, the decode roofline of labs.memory) the fact is checked
