@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from labs import memory
 from labs.models import get_model
 
 BYTES_PER_GB = 10**9
@@ -120,10 +121,11 @@ def moe_all_to_all_seconds(
 
 def moe_expected_active_experts(model: str, tokens: int) -> float:
     """Distinct routed experts per layer that ``tokens`` tokens touch, routing uniform and
-    independent: E · (1 − (1 − k/E)^tokens). Decode at small batch reads only these."""
+    independent, for the table's models as well as the registry's (the ``facts``
+    function ``expected_active_experts`` covers registry models only). Decode at small
+    batch reads only these experts."""
     shape = moe_shape(model)
-    e, k = shape.experts, shape.top_k
-    return e * (1 - (1 - k / e) ** tokens)
+    return memory.expected_distinct_experts(shape.experts, shape.top_k, tokens)
 
 
 def moe_balancedness(
