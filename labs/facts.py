@@ -454,4 +454,6 @@ from labs.facts_moe import MOE_FACTS  # noqa: E402
 from labs.facts_serving import SERVING_FACTS  # noqa: E402
 
 for _table in (SERVING_FACTS, MOE_FACTS, DECODING_FACTS, HARDWARE_FACTS):
+    if _clash := FACTS.keys() & _table.keys():  # a silent overwrite would re-key content
+        raise RuntimeError(f"fact functions registered twice: {sorted(_clash)}")
     FACTS.update(_table)
