@@ -443,3 +443,17 @@ FACTS.update(
         "dtype_binades": dtype_binades,
     }
 )
+
+
+# --- Helper cards-serving (issue 23 "Breadth": serving, long context, MoE traffic,
+# ROCm and MLX). The functions live in their own modules, which keeps this one small;
+# registering them here keeps one FACTS table for the content tests.
+from labs.facts_decoding import DECODING_FACTS  # noqa: E402
+from labs.facts_hardware import HARDWARE_FACTS  # noqa: E402
+from labs.facts_moe import MOE_FACTS  # noqa: E402
+from labs.facts_serving import SERVING_FACTS  # noqa: E402
+
+for _table in (SERVING_FACTS, MOE_FACTS, DECODING_FACTS, HARDWARE_FACTS):
+    if _clash := FACTS.keys() & _table.keys():  # a silent overwrite would re-key content
+        raise RuntimeError(f"fact functions registered twice: {sorted(_clash)}")
+    FACTS.update(_table)

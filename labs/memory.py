@@ -499,13 +499,18 @@ def compute_dtype(gpu: GPU, weight_format: str) -> str:
     return "bf16" if "bf16" in gpu.dense_tflops else "fp16"
 
 
+def expected_distinct_experts(experts: int, top_k: int, tokens: int) -> float:
+    """Distinct experts that ``tokens`` tokens touch when each picks ``top_k`` of
+    ``experts`` uniformly and independently: E × (1 − (1 − k/E)^tokens)."""
+    return experts * (1 - (1 - top_k / experts) ** tokens)
+
+
 def expected_active_experts(model: ModelConfig, batch: int) -> float:
-    """Experts per MoE layer that a batch touches, assuming uniform independent routing:
-    E × (1 − (1 − k/E)^batch). Dense models: 1."""
+    """Experts per MoE layer that a batch touches, assuming uniform independent routing
+    (``expected_distinct_experts``). Dense models: 1."""
     if not model.is_moe:
         return 1.0
-    e, k = model.num_experts, model.num_experts_per_token
-    return e * (1 - (1 - k / e) ** batch)
+    return expected_distinct_experts(model.num_experts, model.num_experts_per_token, batch)
 
 
 def weight_bytes_read_per_step(model: ModelConfig, weight_format: str, tp: int, batch: int) -> int:
