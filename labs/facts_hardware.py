@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from labs import memory
-from labs.gpus import GPUS
+from labs.gpus import FP32_CUDA_CORE_TFLOPS, GPUS
 from labs.models import get_model, tensor_groups
 
 BYTES_PER_GB = 10**9
@@ -77,7 +77,13 @@ SPEC_WHAT = ("memory_bytes", "bandwidth", "peak_flops", "ridge", "compute_units"
 
 
 def peak_flops(device: str, dtype: str = "bf16") -> float:
-    """Peak dense FLOP/s of ``dtype`` on a registry GPU or an accelerator row."""
+    """Peak dense FLOP/s of ``dtype`` on a registry GPU or an accelerator row; ``fp32`` on a
+    registry GPU is its CUDA cores' rate (no tensor cores: A100 → 19.5e12)."""
+    if device in GPUS and dtype == "fp32":
+        table = FP32_CUDA_CORE_TFLOPS
+        if device not in table:
+            raise KeyError(f"{device} publishes no fp32 CUDA-core peak; known: {', '.join(table)}")
+        return table[device] * TFLOPS
     table = GPUS[device].dense_tflops if device in GPUS else _accelerator(device).dense_tflops
     if dtype not in table:
         raise KeyError(f"{device} has no published dense {dtype} peak; known: {', '.join(table)}")

@@ -242,3 +242,38 @@ def get_gpu(gpu_id: str) -> GPU:
         return GPUS[gpu_id]
     except KeyError:
         raise KeyError(f"unknown gpu {gpu_id!r}; known: {', '.join(GPUS)}") from None
+
+
+# --- cards-cuda (issue 23): SM counts and CUDA-core FP32 peaks -------------------------
+# Per-SM limits by compute capability live with the occupancy fact (labs.claims.SM_LIMITS);
+# what varies by part is how many SMs it has and its FP32 rate without tensor cores.
+
+# SMs: the datasheet's CUDA-core count divided by the FP32 lanes per SM of the
+# architecture (64 on Volta, Turing and GA100; 128 on Ada and Hopper). B200: 148, as
+# cudaGetDeviceProperties reports it (multiProcessorCount).
+SM_COUNT: dict[str, int] = {
+    "v100": 80,  # 5,120 / 64
+    "t4": 40,  # 2,560 / 64
+    "a100-40gb": 108,  # 6,912 / 64
+    "a100-80gb": 108,
+    "l4": 58,  # 7,424 / 128
+    "l40s": 142,  # 18,176 / 128
+    "rtx-4090": 128,  # 16,384 / 128
+    "h100": 132,  # 16,896 / 128 (SXM5)
+    "h200": 132,
+    "b200": 148,
+}
+
+# Peak FP32 on the CUDA cores (no tensor cores), TFLOPS, from each datasheet: what a
+# kernel that multiplies with ordinary FMAs can reach. B200's sheets do not list it.
+FP32_CUDA_CORE_TFLOPS: dict[str, float] = {
+    "v100": 15.7,
+    "t4": 8.1,
+    "a100-40gb": 19.5,
+    "a100-80gb": 19.5,
+    "l4": 30.3,
+    "l40s": 91.6,
+    "rtx-4090": 82.6,
+    "h100": 67.0,
+    "h200": 67.0,
+}

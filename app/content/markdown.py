@@ -46,6 +46,12 @@ def make_markdown() -> MarkdownIt:
         "math_block",
         lambda self, tokens, idx, options, env: _math(tokens[idx].content, True) + "\n",
     )
+    # `$$…$$` written on a paragraph's own line without blank lines around it parses as
+    # "double inline" math; without this rule it rendered as raw LaTeX in a <div>.
+    md.add_render_rule(
+        "math_inline_double",
+        lambda self, tokens, idx, options, env: _math(tokens[idx].content, True),
+    )
     md.add_render_rule(
         "math_block_label",
         lambda self, tokens, idx, options, env: _math(tokens[idx].content, True) + "\n",
