@@ -20,9 +20,13 @@ def _math(content: str, display: bool) -> str:
     from latex2mathml.converter import convert
 
     try:
-        return convert(content, display="block" if display else "inline")
+        mathml: str = convert(content, display="block" if display else "inline")
     except Exception:  # an unparsable formula shows as code, the checker reports it
         return f"<code>{html.escape(content)}</code>"
+    # A formula wider than a phone scrolls inside its own box instead of widening the
+    # page: Chromium neither scrolls a <math> element itself nor breaks inline math
+    # across lines. A <span> either way, since `$$…$$` inside a paragraph renders here.
+    return f'<span class="math-{"block" if display else "inline"}">{mathml}</span>'
 
 
 def _fence(self: Any, tokens: Any, idx: int, options: Any, env: MutableMapping[str, Any]) -> str:

@@ -120,7 +120,7 @@
   // A region that scrolls (a wide table, a long code block or formula, the run log) must
   // be reachable by keyboard to be scrolled: give the ones that actually overflow a tab
   // stop (and only those, so short blocks add none). Again after each swap and resize.
-  var SCROLLERS = "main pre, main table, main math[display='block'], main .log, main .run-table";
+  var SCROLLERS = "main pre, main table, main .math-block, main .math-inline, main .log, main .run-table";
   function focusableScrollers(root) {
     var scope = root && root.querySelectorAll ? root : document;
     Array.prototype.forEach.call(scope.querySelectorAll(SCROLLERS), function (el) {

@@ -116,3 +116,37 @@ def test_depth_tabs_are_not_cut_on_a_phone(browser: Browser, lab_stack) -> None:
         expect(tabs.nth(i)).to_have_accessible_name(re.compile(r"^\d \w"))
     expect(tabs.nth(2)).to_contain_text("Technical understanding")
     ctx.close()
+
+
+# The outermost element whose right edge passes the viewport, named for the failure message.
+WIDEST_JS = """() => {
+  const w = document.documentElement.clientWidth;
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.right > w + 1 && el.parentElement.getBoundingClientRect().right <= w + 1) {
+      return el.tagName + '.' + el.className + ': ' + el.textContent.slice(0, 60);
+    }
+  }
+  return '';
+}"""
+
+
+def test_no_card_or_lesson_is_wider_than_a_phone(browser: Browser, live_server) -> None:
+    """Every term card (each depth's text, its quick checks and exercise) and every lesson
+    fits 390 px: a long identifier in prose or a question breaks instead of widening the
+    page (shared-memory, caching-allocator and cuda-oom did)."""
+    from app.settings import ROOT
+
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    wide = []
+    for kind in ("terms", "lessons"):
+        for path in sorted((ROOT / "content" / kind).glob("*.md")):
+            page.goto(f"{live_server.url}/{kind}/{path.stem}?depth=5", wait_until="load")
+            over = page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            if over > 1:
+                wide.append((path.stem, over, page.evaluate(WIDEST_JS)))
+    ctx.close()
+    assert wide == [], "\n".join(map(str, wide))
