@@ -271,19 +271,22 @@ def read_events(
 ) -> list[tuple[str, str]]:
     """(event, data) pairs from an SSE line iterator, up to the first ``until``."""
     got: list[tuple[str, str]] = []
-    event, data = "message", ""
+    event, data = "message", list[str]()
     deadline = time.monotonic() + timeout
     for line in lines:
         assert time.monotonic() < deadline, f"no matching event in {timeout} s: {got}"
         if line.startswith("event:"):
             event = line.split(":", 1)[1].strip()
         elif line.startswith("data:"):
-            data = line.split(":", 1)[1].strip()
+            # As a browser does: every data line of the event, joined by newlines (an
+            # HTML fragment spans many, its last one may be blank).
+            data.append(line.split(":", 1)[1].removeprefix(" "))
         elif line == "" and data:
-            got.append((event, data))
-            if until(event, data):
+            text = "\n".join(data).strip()
+            got.append((event, text))
+            if until(event, text):
                 return got
-            event, data = "message", ""
+            event, data = "message", []
     raise AssertionError(f"the stream ended first: {got}")
 
 
