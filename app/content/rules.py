@@ -51,12 +51,22 @@ MIN_DB_TOLERANCE = 0.05  # dB: below this no learner's rounding is accepted
 
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n\s*[-*|]\s")
 BF16 = re.compile(r"\b(bf16|bfloat16)\b", re.IGNORECASE)
+# Words that say a GPU lacks bf16, uses something else in its place, or ask about it.
+# Only these: "from", "since", "first" or a bare "fp16" say nothing of the kind
+# ("fp16 and bf16 on a T4 run at the same rate" is a false claim).
 NEGATION = re.compile(
     r"\b(no|not|never|none|lacks?|lacking|without|emulat\w*|instead|unsupported|only fp16|"
-    r"fp16 only|refuses?|rejects?|fails?|cannot|can't|isn't|doesn't|don't|arrived|added|"
-    r"introduced|first|before|since|from|whether|stops?|only supported|fp16|float16|half)\b|n't\b",
+    r"fp16 only|refuses?|rejects?|fails?|stops?|cannot|can't|isn't|doesn't|don't|whether|"
+    r"falls? back|fallbacks?|only supported)\b|n't\b|--dtype[= ]half|torch\.float16",
     re.IGNORECASE,
 )
+# "bf16 arrived with Ampere": the sentence places bf16 after the older GPU it names.
+LATER_ARRIVAL = re.compile(
+    r"\b(arrived|introduced|came|new)\b[^.;]{0,20}\b(with|in|on)\b", re.IGNORECASE
+)
+# The claim needs the GPU and bf16 in one clause ("Turing added INT8, Ampere bf16" names
+# bf16 for Ampere only).
+CLAUSE_END = re.compile(r"[,;:—()]|\bwhile\b|\bwhereas\b|\bbut\b")
 E4M3 = re.compile(r"e4m3", re.IGNORECASE)
 NAN = re.compile(r"\bNaN\b")
 THRESHOLD = re.compile(
@@ -105,25 +115,39 @@ def sentences(text: str) -> Iterator[str]:
             yield part.strip()
 
 
-def sentence_problems(sentence: str) -> list[str]:
-    """Every rule this one sentence breaks, as messages (empty when it breaks none)."""
-    out: list[str] = []
-    if BF16.search(sentence):
-        gpu = NO_BF16_RE.search(sentence)
-        if gpu and not NEGATION.search(sentence):
+def bf16_problems(sentence: str) -> list[str]:
+    """bf16 named on a GPU without bf16 tensor cores, unless the sentence says it has none."""
+    if NEGATION.search(sentence) or LATER_ARRIVAL.search(sentence):
+        return []
+    for clause in CLAUSE_END.split(sentence):
+        gpu = NO_BF16_RE.search(clause) if BF16.search(clause) else None
+        if gpu is not None:
+            return [
+                f"bf16 on {gpu.group(1)}: the registry says {NO_BF16[gpu.group(1)]} has no "
+                "bf16 tensor cores; say so (no/lacks/emulated/fp16 instead) or name another GPU"
+            ]
+    return []
+
+
+def e4m3_nan_problems(sentence: str) -> list[str]:
+    """A NaN threshold for e4m3 other than the cast's (448 + half a step)."""
+    if not (E4M3.search(sentence) and NAN.search(sentence)):
+        return []
+    want = fp8_overflow_threshold("fp8_e4m3")
+    out = []
+    for m in THRESHOLD.finditer(sentence):
+        number = float((m.group(1) or m.group(2)).replace(",", ""))
+        if number != want and 400 <= number <= 1000:
             out.append(
-                f"bf16 on {gpu.group(1)}: the registry says {NO_BF16[gpu.group(1)]} has no bf16 "
-                "tensor cores; say so (no/lacks/emulated/fp16 instead) or name another GPU"
+                f"e4m3 NaN threshold {number:g}: a round-to-nearest cast turns NaN above "
+                f"{want:g} (448 + half a step), not at {number:g}"
             )
-    if E4M3.search(sentence) and NAN.search(sentence):
-        want = fp8_overflow_threshold("fp8_e4m3")
-        for m in THRESHOLD.finditer(sentence):
-            number = float((m.group(1) or m.group(2)).replace(",", ""))
-            if number != want and 400 <= number <= 1000:
-                out.append(
-                    f"e4m3 NaN threshold {number:g}: a round-to-nearest cast turns NaN above "
-                    f"{want:g} (448 + half a step), not at {number:g}"
-                )
+    return out
+
+
+def arch_target_problems(sentence: str) -> list[str]:
+    """sm_XXa called a family target, or TMA listed among sm_90a-only features."""
+    out = []
     for m in ARCH_SPECIFIC.finditer(sentence):
         window = sentence[max(0, m.start() - 60) : m.start()]
         if FAMILY.search(window) and not re.search(r"architecture-specific|exact", window):
@@ -141,23 +165,43 @@ def sentence_problems(sentence: str) -> list[str]:
             "TMA's tensor copies (cp.async.bulk.tensor) are sm_90 instructions; only their "
             "multicast form needs sm_90a: do not list TMA among sm_90a-only features"
         )
+    return out
+
+
+def unit_ratio_problems(sentence: str) -> list[str]:
+    """'X GB is twice Y GiB': a ratio between figures in different units, checked in bytes."""
+    out = []
     for m in RATIO_CLAIM.finditer(sentence):
-        if m.group(2) != m.group(6):
-            first = float(m.group(1).replace(",", "")) * UNIT_BYTES[m.group(2)]
-            second = float(m.group(5).replace(",", "")) * UNIT_BYTES[m.group(6)]
-            said = RATIO_WORDS.get(m.group(3), float(m.group(4) or 0))
-            if said and abs(first / second / said - 1) > RATIO_SLACK:
-                out.append(
-                    f"'{m.group(0)}': in bytes the ratio is {first / second:.2f}, not {said:g} "
-                    "— convert both figures to one unit"
-                )
-    if ANY_GPU.search(sentence):
-        sizes = [float(m.group(1).replace(",", "")) * 1e9 for m in GB_FIGURE.finditer(sentence)]
-        if sizes and max(sizes) <= LARGEST_GPU_BYTES:
+        if m.group(2) == m.group(6):
+            continue
+        first = float(m.group(1).replace(",", "")) * UNIT_BYTES[m.group(2)]
+        second = float(m.group(5).replace(",", "")) * UNIT_BYTES[m.group(6)]
+        said = RATIO_WORDS.get(m.group(3), float(m.group(4) or 0))
+        if said and abs(first / second / said - 1) > RATIO_SLACK:
             out.append(
-                f"{max(sizes) / 1e9:g} GB is not more than any single GPU holds: the registry's "
-                f"largest reports {LARGEST_GPU_BYTES / 1e9:.1f} GB (nvidia-smi total)"
+                f"'{m.group(0)}': in bytes the ratio is {first / second:.2f}, not {said:g} "
+                "— convert both figures to one unit"
             )
+    return out
+
+
+def largest_gpu_problems(sentence: str) -> list[str]:
+    """'more than any GPU' about a size that the registry's largest GPU holds."""
+    if not ANY_GPU.search(sentence):
+        return []
+    sizes = [float(m.group(1).replace(",", "")) * 1e9 for m in GB_FIGURE.finditer(sentence)]
+    if not sizes or max(sizes) > LARGEST_GPU_BYTES:
+        return []
+    return [
+        f"{max(sizes) / 1e9:g} GB is not more than any single GPU holds: the registry's "
+        f"largest reports {LARGEST_GPU_BYTES / 1e9:.1f} GB (nvidia-smi total)"
+    ]
+
+
+def lab_wording_problems(sentence: str) -> list[str]:
+    """What a lab does, said wrong: channel outliers in granularity-compare, per-SM limits
+    for a launch failure."""
+    out = []
     if ELEMENT_OUTLIER_LAB in sentence and OUTLIER_CHANNELS.search(sentence):
         out.append(element_outlier_message())
     if LAUNCH.search(sentence) and not PER_BLOCK.search(sentence):
@@ -166,6 +210,21 @@ def sentence_problems(sentence: str) -> list[str]:
             "(regsPerBlock, shared memory per block): say per block"
         )
     return out
+
+
+SENTENCE_RULES = (
+    bf16_problems,
+    e4m3_nan_problems,
+    arch_target_problems,
+    unit_ratio_problems,
+    largest_gpu_problems,
+    lab_wording_problems,
+)
+
+
+def sentence_problems(sentence: str) -> list[str]:
+    """Every rule this one sentence breaks, as messages (empty when it breaks none)."""
+    return [message for rule in SENTENCE_RULES for message in rule(sentence)]
 
 
 def element_outlier_message() -> str:

@@ -31,6 +31,10 @@ def _item(**kw: Any) -> QuizItemBase:
         # qlora-on-one-card.md before the fix (a T4 run)
         "On the T4 the loss needs its own fp32 copy of the bf16 logits.",
         "Turing serves bf16 checkpoints at full speed.",
+        # "from", "first", "half" and a bare "fp16" once counted as negations
+        "From V100 onward bf16 and fp16 ran at the same rate.",
+        "A T4 runs bf16 first, at half speed.",
+        "fp16 and bf16 on a T4 run at the same rate.",
     ],
 )
 def test_bf16_on_a_gpu_without_bf16_fails(sentence: str) -> None:
@@ -44,6 +48,8 @@ def test_bf16_on_a_gpu_without_bf16_fails(sentence: str) -> None:
         "Volta (7.0) and Turing (7.5, the T4) lack it, which is why vLLM rejects BF16 there.",
         "On an A100, bf16 and fp16 run at the same rate.",
         "bf16 arrived with Ampere; a T4 cannot use it.",
+        "Turing added INT8/INT4, Ampere bf16 and TF32.",  # bf16 is Ampere's clause
+        "Served with `--dtype half` on a T4, a BF16-trained model can overflow.",
     ],
 )
 def test_bf16_sentences_that_say_so_pass(sentence: str) -> None:
