@@ -139,6 +139,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (bytes); larger gets 413"
     )
+    body_drain_bytes: int = Field(
+        64 * 1_048_576,
+        ge=0,
+        description="How much of a refused (413) body is read and discarded so the client, "
+        "still sending, receives the 413 instead of a connection reset (bytes)",
+    )
     max_json_depth: int = Field(
         32, ge=2, description="Deepest nesting of arrays/objects accepted in a JSON body or field"
     )
