@@ -59,14 +59,17 @@ def reflect(
 ) -> Response:
     entry = _entry(session, entry_id, learner)
     next_step, evidence = (str(form.get(k, "")) for k in ("next_step", "evidence"))
-    if not next_step.strip():
+    if problem := notebook.reflection_problem(next_step, evidence):
+        # The form comes back with what was typed, not with what was saved before.
+        typed = {"next_step": next_step, "evidence": evidence}
         return render(
             request,
             "notebook/_compare.html",
             {
                 "entry": entry,
                 "run": session.get(Run, entry.run_id or ""),
-                "error": "Write one safe next diagnostic step.",
+                "error": problem,
+                "typed": typed,
             },
             status_code=422,
         )
