@@ -69,6 +69,18 @@ class Settings(BaseSettings):
         2, ge=1, description="Attempts before a run lost with its worker is failed"
     )
     worker_concurrency: int = Field(1, ge=1, description="Runs one worker process executes at once")
+    short_run_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="Runs estimated (app/runs/cost.py) under this many seconds go in the short "
+        "lane: taken before long runs, and by the short-lane slots too",
+    )
+    short_lane_slots: int = Field(
+        1,
+        ge=0,
+        description="Slots each worker keeps for short CPU runs alone, beside worker_concurrency, "
+        "so a short run never waits behind long ones (0: none)",
+    )
     worker_shutdown_grace_seconds: float = Field(
         10.0,
         ge=0,
