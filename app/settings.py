@@ -76,10 +76,11 @@ class Settings(BaseSettings):
         "lane: taken before long runs, and by the short-lane slots too",
     )
     short_lane_slots: int = Field(
-        1,
+        2,
         ge=0,
         description="Slots each worker keeps for short CPU runs alone, beside worker_concurrency, "
-        "so a short run never waits behind long ones (0: none)",
+        "so a short run never waits behind long ones (0: none). Two, so short runs behind a "
+        "long one get two thirds of two cores, not half (docs/reliability.md)",
     )
     worker_shutdown_grace_seconds: float = Field(
         10.0,
