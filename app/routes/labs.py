@@ -108,7 +108,7 @@ def lab_estimate(lab: LabDep, request: Request) -> HTMLResponse:
     values = dict(request.query_params.items())
     values.pop("csrf_token", None)
     return render(
-        request, "labs/_estimate.html", {"lab": lab, "estimate": form_estimate(lab, values or None)}
+        request, "labs/_estimate_text.html", {"estimate": form_estimate(lab, values or None)}
     )
 
 

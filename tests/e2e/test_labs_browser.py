@@ -3,6 +3,8 @@ lab, predict → run → compare → reflect, and hostile text rendered inert.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -75,3 +77,17 @@ def test_free_text_quiz_answer_is_escaped(page: Page, lab_stack) -> None:
     fb = page.locator(".feedback").first
     expect(fb).to_contain_text("<script>window.__xss=2</script>")
     assert page.evaluate("window.__xss") is None and fired == []
+
+
+def test_the_form_says_how_long_a_run_takes_as_fields_change(page: Page, lab_stack) -> None:
+    """The estimate beside Run follows the form (htmx, the fields included): a larger
+    evaluation says a longer time."""
+    page.goto(f"{lab_stack.url}/labs/model-quality")
+    said = page.locator("#lab-estimate")
+    expect(said).to_contain_text("on this server")
+    before = said.inner_text()
+    page.locator("#lab-form [name=eval_tokens]").fill("100000")
+    page.locator("#lab-form [name=eval_tokens]").dispatch_event("change")
+    expect(said).not_to_have_text(before, timeout=20_000)
+    expect(said).to_have_text(re.compile(r"^Takes about \d+ s on this server\.$"))
+    expect(page.locator(".run-estimate")).to_have_count(1)

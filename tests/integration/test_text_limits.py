@@ -109,3 +109,17 @@ def test_a_long_quiz_answer_is_refused_with_its_limit(live: Stack) -> None:
     field = soup.select_one("input[name=answer]")
     assert field is not None and field["value"] == answer
     _said_limit(soup, int(field["maxlength"]), len(answer))
+
+
+def test_a_long_search_says_it_searched_the_first_characters(live: Stack) -> None:
+    """A search is a GET: it is not refused, but it says what it searched for (it cut
+    at 200 characters without a word, while its box allowed 1,000)."""
+    c = live.learner()
+    q = "alpha " * 50
+    soup = BeautifulSoup(c.get("/search", params={"q": q}).text, "html.parser")
+    field = soup.select_one("input#q")
+    assert field is not None
+    limit = int(field["maxlength"])
+    assert field["value"] == q[:limit]
+    _said_limit(soup, limit, len(q))
+    assert soup.select(".search-note")
