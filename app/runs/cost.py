@@ -34,15 +34,18 @@ MODEL_LOAD_S = 0.6
 # Seconds per multiply-add of a forward pass, one torch thread: 0.137 ms per token of
 # the shipped model in a 256-token window.
 SECONDS_PER_MAC = 3.1e-11
-# GPTQ: forward passes' worth of work per calibration token (the layer inputs and
-# the Hessian updates), then the column-by-column solve of each linear layer
-# (seconds per input column); act_order visits columns in a permuted order.
-GPTQ_PASSES_PER_TOKEN = 2.2
+# Calibration works on the linear layers' inputs and outputs, so its cost per token
+# is counted in passes through the linear weights alone (no head, no attention: it
+# does not grow with the window; fitted at 256 and checked at 2048 tokens).
+# GPTQ: the layer inputs and the Hessian updates per calibration token, then the
+# column-by-column solve of each linear layer (seconds per input column);
+# act_order visits columns in a permuted order.
+GPTQ_PASSES_PER_TOKEN = 3.1
 GPTQ_SOLVE_S_PER_COLUMN = 1.2e-4
 ACT_ORDER_FACTOR = 1.45
 # AWQ: a grid of scales per layer, each scored by the layer's output over the
 # calibration activations: passes' worth per calibration token, plus a fixed part.
-AWQ_PASSES_PER_TOKEN = 15.0
+AWQ_PASSES_PER_TOKEN = 21.0
 AWQ_FIXED_S = 1.3
 # Quantizing the model's linear weights once (seconds per weight).
 QUANTIZE_S_PER_WEIGHT = 1.0e-8
@@ -87,6 +90,10 @@ def _token_macs(s: lm_spec.ModelSpec, context: int) -> float:
 
 def _passes_s(s: lm_spec.ModelSpec, tokens: int, context: int, passes: float) -> float:
     return passes * tokens * _token_macs(s, context) * SECONDS_PER_MAC
+
+
+def _calibration_s(s: lm_spec.ModelSpec, tokens: int, passes: float) -> float:
+    return passes * tokens * _linear_weights(s) * SECONDS_PER_MAC
 
 
 def _load_s(s: lm_spec.ModelSpec) -> float:
@@ -137,11 +144,11 @@ def quant_algorithms(p: Mapping[str, Any]) -> float:
     total = _load_s(s) + _passes_s(s, tokens, context, 1 + len(methods))
     columns = sum(s.in_width(n) for n in s.linear_names(str(p.get("tensors") or "all")))
     if "gptq" in methods:
-        gptq = _passes_s(s, calibration, context, GPTQ_PASSES_PER_TOKEN)
+        gptq = _calibration_s(s, calibration, GPTQ_PASSES_PER_TOKEN)
         gptq += columns * GPTQ_SOLVE_S_PER_COLUMN
         total += gptq * (ACT_ORDER_FACTOR if p.get("act_order") else 1.0)
     if "awq" in methods:
-        total += AWQ_FIXED_S + _passes_s(s, calibration, context, AWQ_PASSES_PER_TOKEN)
+        total += AWQ_FIXED_S + _calibration_s(s, calibration, AWQ_PASSES_PER_TOKEN)
     return total
 
 

@@ -63,7 +63,7 @@ def form_estimate(lab: Lab, values: Mapping[str, Any] | None) -> str:
     try:
         text = {k: str(v) for k, v in (values or {}).items()}
         params = lab.validate(forms.parse_form(lab, text) if values else {})
-    except InvalidParams:
+    except (InvalidParams, ValueError):  # ValueError: a field nested past the form's depth
         return ""
     return cost.about(cost.estimate_seconds(lab.id, params.model_dump(mode="json")))
 
