@@ -25,6 +25,7 @@ from labs.registry import get_lab
 
 PREDICTION_TOLERANCE = 0.10  # relative: within 10 % counts as a good prediction
 MAX_TEXT = 2000
+MAX_QUERY = 200  # a notebook search uses this many characters (and says so when cut)
 
 
 class PredictionError(ValueError):
@@ -180,7 +181,7 @@ def reflect(session: Session, entry: NotebookEntry, next_step: str, evidence: st
 
 def search(session: Session, learner: str, q: str = "", limit: int = 200) -> list[NotebookEntry]:
     stmt = select(NotebookEntry).where(NotebookEntry.learner_id == learner)
-    q = q.strip()[:200]
+    q = q.strip()[:MAX_QUERY]
     if q:
         like = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         fields = (

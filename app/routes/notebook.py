@@ -10,6 +10,7 @@ from app import notebook, routes
 from app.db import NotebookEntry, Run
 from app.deps import FormDep, LearnerDep, SessionDep
 from app.templating import render
+from app.textfields import too_long
 
 router = routes.router(tags=["notebook"])
 
@@ -34,10 +35,17 @@ def notebook_page(
     runs = _runs(session, entries)
     for e in entries:
         notebook.settle(session, e, runs.get(e.run_id or ""))
+    cut = too_long("A search", q.strip(), notebook.MAX_QUERY)
     return render(
         request,
         "notebook/index.html",
-        {"entries": entries, "runs": runs, "q": q[:200]},
+        {
+            "entries": entries,
+            "runs": runs,
+            "q": q.strip()[: notebook.MAX_QUERY],
+            "max_query": notebook.MAX_QUERY,
+            "note": f"{cut} Searched for its first {notebook.MAX_QUERY}." if cut else "",
+        },
         block_name="entries",
     )
 

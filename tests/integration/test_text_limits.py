@@ -123,3 +123,14 @@ def test_a_long_search_says_it_searched_the_first_characters(live: Stack) -> Non
     assert field["value"] == q[:limit]
     _said_limit(soup, limit, len(q))
     assert soup.select(".search-note")
+
+
+def test_a_long_notebook_search_says_it_searched_the_first_characters(live: Stack) -> None:
+    c = live.learner()
+    q = "n" * 250
+    soup = BeautifulSoup(c.get("/notebook", params={"q": q}).text, "html.parser")
+    field = soup.select_one("input#nbq")
+    assert field is not None
+    limit = int(field["maxlength"])
+    assert field["value"] == q[:limit]
+    _said_limit(soup, limit, len(q))
