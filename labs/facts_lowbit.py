@@ -269,6 +269,40 @@ def stochastic_round_up_probability(value: float, dtype: str = "fp4_e2m1") -> fl
     return 0.0
 
 
+INT8_MAX = 127
+
+
+def int8_attention_error(
+    smooth_k: bool,
+    tokens: int = 256,
+    head_dim: int = 64,
+    k_bias: float = 8.0,
+    seed: int = 0,
+) -> float:
+    """Relative L2 error of softmax(Q Kᵀ/√d) V when Q and K are rounded to int8 with one
+    absmax scale per token, as SageAttention's INT8 QKᵀ does, against the fp32 result.
+    K gets a bias shared by every token (``k_bias`` × a random vector per channel), the
+    pattern real keys show; ``smooth_k`` subtracts K's mean over tokens first, which leaves
+    the softmax unchanged (it adds one constant per query row) and shrinks K's range."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(tokens, head_dim, generator=g)
+    k = torch.randn(tokens, head_dim, generator=g) + k_bias * torch.randn(head_dim, generator=g)
+    v = torch.randn(tokens, head_dim, generator=g)
+    scale = head_dim**-0.5
+    reference = torch.softmax(q @ k.T * scale, dim=-1) @ v
+    if smooth_k:
+        k = k - k.mean(dim=0, keepdim=True)
+
+    def per_token_int8(x: torch.Tensor) -> torch.Tensor:
+        step = x.abs().amax(dim=-1, keepdim=True) / INT8_MAX
+        return (x / step).round().clamp(-INT8_MAX, INT8_MAX) * step
+
+    out = torch.softmax(per_token_int8(q) @ per_token_int8(k).T * scale, dim=-1) @ v
+    return float((out - reference).norm() / reference.norm())
+
+
 LOWBIT_FACTS: dict[str, Callable[..., float | int]] = {
     "ggml_bits_per_weight": ggml_bits_per_weight,
     "ggml_block_bytes": ggml_block_bytes,
@@ -281,4 +315,5 @@ LOWBIT_FACTS: dict[str, Callable[..., float | int]] = {
     "absmean_ternary_relative_error": absmean_ternary_relative_error,
     "grouped_bits_per_weight": grouped_bits_per_weight,
     "stochastic_round_up_probability": stochastic_round_up_probability,
+    "int8_attention_error": int8_attention_error,
 }

@@ -156,3 +156,20 @@ def test_absmean_zero_share_matches_ternarizing_gaussian_weights():
     assert zero_share == pytest.approx(facts_lowbit.absmean_ternary_zero_fraction(), abs=2e-3)
     error = ((codes * w.abs().mean() - w).norm() / w.norm()).item()
     assert error == pytest.approx(facts_lowbit.absmean_ternary_relative_error(), abs=2e-3)
+
+
+def test_smoothing_k_leaves_attention_unchanged_in_exact_arithmetic():
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(64, 32, generator=g), torch.randn(64, 32, generator=g) + 5
+    smoothed = k - k.mean(dim=0, keepdim=True)
+    assert torch.allclose(torch.softmax(q @ k.T, -1), torch.softmax(q @ smoothed.T, -1), atol=1e-5)
+
+
+def test_smoothing_k_removes_the_error_a_shared_key_bias_causes():
+    plain = [facts_lowbit.int8_attention_error(False, k_bias=b) for b in (0.0, 2.0, 8.0)]
+    smooth = [facts_lowbit.int8_attention_error(True, k_bias=b) for b in (0.0, 2.0, 8.0)]
+    assert plain[0] < plain[1] < plain[2]  # the bias eats int8 levels of every key
+    assert max(smooth) - min(smooth) < 1e-4  # once subtracted, the bias is gone
+    assert plain[2] > 5 * smooth[2]
