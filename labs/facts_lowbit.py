@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from labs.models import ModelConfig, get_model, tensor_groups
-from labs.quant.minifloat import E2M1, _decode_values
+from labs.quant.minifloat import E2M1
 
 BITS_PER_BYTE = 8
 QK_K = 256  # the k-quant and i-quant super-block: 256 weights along a row
@@ -261,7 +261,7 @@ def stochastic_round_up_probability(value: float, dtype: str = "fp4_e2m1") -> fl
     average. Exact grid values and values beyond the largest magnitude give 0."""
     if dtype != "fp4_e2m1":
         raise KeyError(f"stochastic rounding is modelled for fp4_e2m1 only, not {dtype!r}")
-    grid = sorted({abs(v) for v in _decode_values(E2M1)})
+    grid = list(E2M1.positive_values())
     magnitude = abs(value)
     for lo, hi in zip(grid, grid[1:], strict=False):
         if lo <= magnitude < hi:
