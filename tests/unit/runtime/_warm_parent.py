@@ -114,7 +114,7 @@ def main() -> None:
 
 
 def _serve(settings: Settings, worker: LabWorker, labs: dict[str, Any], sock_dir: str) -> None:
-    listeners = []
+    listeners: list[socket.socket] = []
     for line in sys.stdin:
         case = json.loads(line)
         lab = labs[case.get("lab", "sandbox-probe")]
