@@ -368,16 +368,19 @@ class _Server:
             self.spares_work = False
 
     def _spare_exited(self, pid: int, status: int) -> None:
-        """A spare exited without a job: discarded, or it could not set up a sandbox
-        (then no more spares: every run forks its own child, as without them)."""
+        """A spare exited without a job: discarded, or on its own, which a working one
+        never does (it could not set up its sandbox, EXIT_NO_SPARE, or it crashed): then
+        no more spares, rather than one forked and lost after every run; every run
+        forks its own child, as without them."""
         tree = self.discarded.pop(pid, None)
         if self.spare is not None and self.spare.tree.pid == pid:
             tree = self.spare.tree
             self.spare.ctl.close()
             self.spare = None
-            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_NO_SPARE:
-                log.warning("a spare lab child could not set up its sandbox; no more spares")
-                self.spares_work = False
+            self.spares_work = False
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+            why = "could not set up its sandbox" if code == EXIT_NO_SPARE else "exited"
+            log.warning("a spare lab child %s (wait status %d); no more spares", why, status)
         if tree is not None:
             tree.finish()
 
