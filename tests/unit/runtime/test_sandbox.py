@@ -39,6 +39,8 @@ CASES: dict[str, dict[str, Any]] = {
         "lab": "block-quantize",
         "params": {"distribution": "custom", "shape": [15, 4000], "values": [0.123456789] * 60_000},
     },
+    # The same lab again: the spare made after big_params runs it, figures and all.
+    "quantize_ahead": {"lab": "block-quantize", "params": {"shape": [64, 64]}},
     "cancel": {
         "lab": "sandbox-probe-slow",
         "params": {"mode": "sleep", "seconds": 20},
@@ -289,3 +291,16 @@ def test_a_unix_socket_made_after_the_spare_is_masked_all_the_same(
     assert not ahead(out)  # the host changed since the spare was sandboxed: a fresh child
     r = probe(outcomes, "unix_socket_new")
     assert r["blocked"], r["detail"]
+
+
+def test_a_lab_run_by_a_spare_streams_its_tables_metrics_and_figures(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    out = outcomes["quantize_ahead"]
+    assert out["status"] == "succeeded", out
+    assert ahead(out)
+    kinds = [k for k, _ in out["events"]]
+    assert {"table", "metric", "plot"} <= set(kinds)
+    plots = [d for k, d in out["events"] if k == "plot"]
+    assert len(plots) == 4 and all(p["svg"].startswith("<svg") for p in plots)
+    assert out["result"]["shape"] == [64, 64]
