@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -234,31 +234,17 @@ def throughput(env: dict[str, str], workers: int, n: int) -> float:
         return n / (time.perf_counter() - started)
 
 
-def small_runs(
-    root: Path, runs: int, tmp: Path, name: str, big_runs: int = 0
-) -> dict[str, list[float]]:
-    """Measure and print part 1 for the checkout at ``root``; returns the big runs'
-    seconds by case (part 2) when ``big_runs``."""
-    cold = statistics.median(cold_run(root=root) for _ in range(COLD_REPEATS))
-    env = base_env(tmp)
-    migrate(env, root)
-    big: dict[str, list[float]] = {}
-    stages: list[list[float]] = []
-    with stack(env, 1, root) as url:
-        c = learner(url)
-        for _ in range(3):  # warm-up: first requests, first connections, the first spare
-            turnaround(c)
-        times = sorted(turnaround(c, stages=stages) for _ in range(runs))
-        for case in BIG_CASES if big_runs > 0 else ():
-            params = {**case, "shape": BIG_SHAPE}
-            big[_case_name(case)] = sorted(turnaround(c, params) for _ in range(big_runs))
+def _report(name: str, cold: float, times: list[float], stages: list[list[float]]) -> None:
+    times = sorted(times)
     p50 = statistics.median(times)
     p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
     print(f"== {name}")
     print(
         f"cold `lowbit lab run block-quantize` (256x256): {cold:.2f} s (median of {COLD_REPEATS})"
     )
-    print(f"turnaround via server+queue+worker, {runs} runs: p50 {p50:.3f} s, p95 {p95:.3f} s")
+    print(
+        f"turnaround via server+queue+worker, {len(times)} runs: p50 {p50:.3f} s, p95 {p95:.3f} s"
+    )
     print(
         f"ratio p50/cold: {p50 / cold:.3f} (target <= {TARGET_RATIO}); p95/cold: {p95 / cold:.3f}"
     )
@@ -267,6 +253,39 @@ def small_runs(
         "where the time goes (median ms): "
         + ", ".join(f"{label} {1000 * m:.0f}" for label, m in zip(STAGES, medians, strict=True))
     )
+
+
+def small_runs(
+    checkouts: dict[str, Path], runs: int, tmp: Path, big_runs: int = 0
+) -> dict[str, list[float]]:
+    """Measure and print part 1 for each checkout (name: root). Their cold runs and their
+    turnarounds alternate, one stack per checkout up at once, so each sees the same load.
+    Returns the big runs' seconds by case (part 2, of the last checkout) when ``big_runs``."""
+    colds: dict[str, list[float]] = {name: [] for name in checkouts}
+    for _ in range(COLD_REPEATS):
+        for name, root in checkouts.items():
+            colds[name].append(cold_run(root=root))
+    times: dict[str, list[float]] = {name: [] for name in checkouts}
+    stages: dict[str, list[list[float]]] = {name: [] for name in checkouts}
+    big: dict[str, list[float]] = {}
+    with ExitStack() as stacks:
+        clients = {}
+        for i, (name, root) in enumerate(checkouts.items()):
+            env = base_env(tmp / f"stack-{i}")
+            migrate(env, root)
+            clients[name] = learner(stacks.enter_context(stack(env, 1, root)))
+        for c in clients.values():
+            for _ in range(3):  # warm-up: first requests, first connections, the first spare
+                turnaround(c)
+        for _ in range(runs):
+            for name, c in clients.items():
+                times[name].append(turnaround(c, stages=stages[name]))
+        last = clients[list(checkouts)[-1]]
+        for case in BIG_CASES if big_runs > 0 else ():
+            params = {**case, "shape": BIG_SHAPE}
+            big[_case_name(case)] = sorted(turnaround(last, params) for _ in range(big_runs))
+    for name in checkouts:
+        _report(name, statistics.median(colds[name]), times[name], stages[name])
     return big
 
 
@@ -287,9 +306,10 @@ def main() -> int:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="lowbit-bench-labs-"))
+    checkouts = {"this checkout": ROOT}
     if args.compare is not None:
-        small_runs(args.compare.resolve(), args.runs, tmp / "compare", f"{args.compare} (before)")
-    big = small_runs(ROOT, args.runs, tmp / "sqlite", "this checkout", args.big_runs)
+        checkouts = {f"{args.compare} (before)": args.compare.resolve(), **checkouts}
+    big = small_runs(checkouts, args.runs, tmp / "sqlite", args.big_runs)
 
     for case in BIG_CASES if args.big_runs > 0 else ():
         took = big[_case_name(case)]
