@@ -120,7 +120,14 @@ def learner(url: str) -> httpx.Client:
     return c
 
 
-STAGES = ("to the run's row", "queue pick-up", "lab child", "worker bookkeeping", "stream tail")
+STAGES = (
+    "to the run's row",
+    "queue pick-up",
+    "lab child",
+    "worker bookkeeping",
+    "stream tail",
+    "(lab child's CPU time)",
+)
 
 
 def turnaround(
@@ -147,7 +154,14 @@ def turnaround(
         )
         child = float(run["duration_s"])
         stages.append(
-            [created - posted, begun - created, child, ended - begun - child, posted + took - ended]
+            [
+                created - posted,
+                begun - created,
+                child,
+                ended - begun - child,
+                posted + took - ended,
+                float(run["environment"].get("cpu_seconds") or 0.0),
+            ]
         )
     return took
 
