@@ -1,0 +1,401 @@
+"""What the model labs end in: headline tiles that are results with their baseline
+beside them, the two or three sentences computed from a result (``finding``), and the
+concept a wrong prediction comes back as in review.
+
+Every function reads a stored result (JSON), so pages of old runs keep working, and
+imports no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from labs.base import Concept
+from labs.headline import Tile, readable, readable_bytes, tile
+from labs.presenters.intervals import interval_tile, noise_phrase, noise_words, pm, relative
+
+Result = Mapping[str, Any]
+# What AWQ exploits: in billion-parameter LLMs a few input channels are ~100× the median
+# (AWQ paper, Lin et al. 2024, fig. 2; LLM.int8(), Dettmers et al. 2022). Below this
+# ratio there are too few salient channels for scaling to protect.
+OUTLIER_RATIO_LLM = 100
+FEW_OUTLIERS_BELOW = 10
+# bits per weight of the comparison format in model-quality's review question
+Q8_0_BITS = 8.5
+Q4_0_BITS = 4.5
+
+
+def _ppl_change(r: Result) -> str:
+    diff = r.get("perplexity_vs_baseline")
+    words = noise_words(diff, "the change")
+    return (
+        f"perplexity goes from {pm(r['baseline_perplexity'], r.get('baseline_perplexity_interval'))} "
+        f"to {pm(r['perplexity'], r.get('perplexity_interval'))} "
+        f"({relative(r['perplexity'], r['baseline_perplexity'])}); {words}"
+    )
+
+
+# --- model-quality -------------------------------------------------------------------
+
+
+def model_quality(r: Result) -> list[Tile]:
+    return [
+        interval_tile(
+            "KL from the unquantized model",
+            r,
+            "kl_divergence",
+            "nats",
+            means=f"0 for the unquantized model; 95 % interval over {r['windows']} windows",
+        ),
+        interval_tile(
+            "Top-1 agreement",
+            r,
+            "top1_agreement",
+            "",
+            scale=100,
+            means="share of positions with the same next token; 100 % unquantized",
+        ),
+        interval_tile(
+            "Perplexity",
+            r,
+            "perplexity",
+            means=f"unquantized: {pm(r['baseline_perplexity'], r.get('baseline_perplexity_interval'))}"
+            " (lower is better)",
+        ),
+        tile(
+            "Weights stored",
+            r["weight_bytes"],
+            "bytes",
+            key="weight_bytes",
+            means=f"{readable(r['bits_per_weight'])} bits per weight; unquantized "
+            f"{readable_bytes(r['baseline_weight_bytes'])} at "
+            f"{readable(r['baseline_bits_per_weight'])} bits",
+        ),
+    ]
+
+
+def model_quality_finding(r: Result) -> str:
+    smaller = r["baseline_weight_bytes"] / max(1, r["weight_bytes"])
+    changed = 100 * (1 - r["top1_agreement"])
+    return (
+        f"{r['format']} stores the weights in {readable(r['bits_per_weight'])} bits each, "
+        f"{readable(smaller)}× smaller than the unquantized {readable(r['baseline_bits_per_weight'])}. "
+        f"It moves the next-token distribution by {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')} "
+        f"of KL and changes the top token at {readable(changed, 2)} % of positions. "
+        f"Over these {r['windows']} windows {_ppl_change(r)}: KL and top-1 see damage "
+        "long before perplexity does."
+    )
+
+
+def model_quality_concept(r: Result, metric: str) -> Concept | None:
+    bits = float(r["bits_per_weight"])
+    other, other_bits = ("q8_0", Q8_0_BITS) if bits < Q8_0_BITS - 0.5 else ("q4_0", Q4_0_BITS)
+    fewer_is_run = bits < other_bits
+    choices = (
+        f"{r['format']} ({readable(bits)} bits per weight)",
+        f"{other} ({readable(other_bits)} bits per weight)",
+        "Neither: the KL depends on the text, not on the weights",
+    )
+    return Concept(
+        prompt=f"The same model is quantized to {r['format']} and, separately, to {other}. "
+        "Which one moves the next-token distribution further from the unquantized model "
+        "(the larger KL divergence), and why?",
+        choices=choices,
+        answer=0 if fewer_is_run else 1,
+        explanation="Fewer bits per weight mean coarser steps, so larger rounding errors in "
+        "every weight, and those errors add up through the layers into a larger change of "
+        f"the output. Your run: {r['format']} gave KL "
+        f"{pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')}.",
+    )
+
+
+# --- kv-quant -------------------------------------------------------------------------
+
+
+def kv_quant(r: Result) -> list[Tile]:
+    saved = r["baseline_kv_bytes_per_token"] - r["kv_bytes_per_token"]
+    return [
+        interval_tile(
+            "KL from the full-precision cache",
+            r,
+            "kl_divergence",
+            "nats",
+            means="0 with a bf16 cache; 95 % interval over windows",
+        ),
+        interval_tile(
+            "Top-1 agreement",
+            r,
+            "top1_agreement",
+            scale=100,
+            means="same next token as with the full-precision cache; 100 % there",
+        ),
+        interval_tile(
+            "Perplexity",
+            r,
+            "perplexity",
+            means=f"full-precision cache: {pm(r['baseline_perplexity'], r.get('baseline_perplexity_interval'))}",
+        ),
+        tile(
+            "Cache bytes saved per token",
+            saved,
+            "bytes",
+            key="kv_bytes_per_token",
+            means=f"{readable(r['kv_bytes_per_token'])} bytes per token vs "
+            f"{readable(r['baseline_kv_bytes_per_token'])} in bf16 "
+            f"({readable(r['kv_bits_per_value'])} bits per cached value)",
+        ),
+    ]
+
+
+def kv_quant_finding(r: Result) -> str:
+    saved = 100 * (1 - r["kv_bytes_per_token"] / r["baseline_kv_bytes_per_token"])
+    bins = r["kl_by_position"]
+    trend = noise_words(r.get("position_trend"), "the change from the first to the last positions")
+    return (
+        f"The {r['kv_format']} cache ({r['granularity']}) stores {readable(r['kv_bits_per_value'])} bits "
+        f"per cached value, {readable(saved, 2)} % fewer bytes than bf16. It moves the "
+        f"next-token distribution by {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')} "
+        f"of KL and keeps the top token at {pm(r['top1_agreement'], r.get('top1_agreement_interval'), '%', 100)}; "
+        f"{_ppl_change(r)}. KL at positions {bins[0]['start']}–{bins[0]['stop']} is "
+        f"{readable(bins[0]['kl_divergence'])} and at {bins[-1]['start']}–{bins[-1]['stop']} "
+        f"{readable(bins[-1]['kl_divergence'])} nats: {trend}."
+    )
+
+
+def kv_quant_concept(r: Result, metric: str) -> Concept | None:
+    return Concept(
+        prompt=f"A KV cache is quantized to {r['kv_format']} with one scale per tensor, and "
+        "again with one scale per token. Which one changes the model's output more, and why?",
+        choices=(
+            "One scale per tensor: the largest value of any token sets the step for all",
+            "One scale per token: more scales add more rounding",
+            "Neither: the cache holds activations, which quantization cannot change",
+        ),
+        answer=0,
+        explanation="A scale must cover the largest value it serves. Keys and values of a "
+        "few tokens are far larger than the rest, so a per-tensor scale gives every other "
+        "token a coarse step; per-token scales follow each token's own range. Your run "
+        f"({r['granularity']}) gave KL {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')}.",
+    )
+
+
+# --- tensor-sensitivity -------------------------------------------------------------
+
+
+def _top_and_least(r: Result) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    ranking = r["ranking"]
+    return ranking[0], ranking[-1]
+
+
+def tensor_sensitivity(r: Result) -> list[Tile]:
+    top, least = _top_and_least(r)
+    mixed, base = r["mixed"], r["base"]
+    return [
+        Tile(
+            label=f"Most sensitive {r['unit']}",
+            text=top["unit"],
+            exact=top["unit"],
+            means=f"KL {pm(top['kl_divergence'], top.get('kl_interval'), 'nats')} alone in "
+            f"{r['format']}; least: {least['unit']} {readable(least['kl_divergence'])}",
+            key="ranking.0.unit",
+        ),
+        tile(
+            "Mixed recipe: KL",
+            mixed["kl_divergence"],
+            "nats",
+            key="mixed.kl_divergence",
+            means=f"at {readable(mixed['bits_per_weight'])} bits; all in {r['format']}: "
+            f"{readable(base['kl_divergence'])} at {readable(base['bits_per_weight'])} bits",
+        ),
+        *[
+            tile(
+                f"{p['label'].capitalize()}: KL",
+                p["kl_divergence"],
+                "nats",
+                key=f"uniform.{i}.kl_divergence",
+                means=f"at {readable(p['bits_per_weight'])} bits per weight",
+            )
+            for i, p in enumerate(r["uniform"][:2])
+        ],
+        Tile(
+            label="Mix worth its bits?",
+            text="yes" if r["mixed_worth_its_bits"] else "no",
+            exact=str(r["mixed_worth_its_bits"]),
+            means="below the straight line from its base to uniform "
+            f"{r['high_format']} on the size-vs-KL plot"
+            if r["mixed_worth_its_bits"]
+            else f"on or above the line from its base to uniform {r['high_format']}",
+            key="mixed_worth_its_bits",
+            tone="" if r["mixed_worth_its_bits"] else "warn",
+        ),
+    ]
+
+
+def tensor_sensitivity_finding(r: Result) -> str:
+    top, least = _top_and_least(r)
+    mixed, base = r["mixed"], r["base"]
+    ties = [u for u in r["most_sensitive_ties"] if u != top["unit"]]
+    tie_words = (
+        f"; {', '.join(ties)} {'is' if len(ties) == 1 else 'are'} inside the noise of it"
+        if ties
+        else ", clear of the runner-up beyond the noise"
+    )
+    extra_bits = mixed["bits_per_weight"] - base["bits_per_weight"]
+    cut = relative(mixed["kl_divergence"], base["kl_divergence"])
+    worth = (
+        "more than a straight mix of the two uniform formats would: the ranking found "
+        "where bits matter"
+        if r["mixed_worth_its_bits"]
+        else "no more than spending the same bits evenly would: here the mix is not worth its bits"
+    )
+    return (
+        f"{top['unit']} is the most sensitive {r['unit']}: alone in {r['format']} it adds KL "
+        f"{pm(top['kl_divergence'], top.get('kl_interval'), 'nats')}, "
+        f"{readable(top['kl_divergence'] / max(least['kl_divergence'], 1e-30), 2)}× the least "
+        f"sensitive ({least['unit']}){tie_words}. The mixed recipe "
+        f"({mixed['label'].removeprefix('mixed: ')}) costs "
+        f"{readable(extra_bits, 2)} bits per weight more than all-{r['format']} and changes its "
+        f"KL by {cut} ({readable(base['kl_divergence'])} → {readable(mixed['kl_divergence'])} nats), "
+        f"{worth}."
+    )
+
+
+def tensor_sensitivity_concept(r: Result, metric: str) -> Concept | None:
+    top, least = _top_and_least(r)
+    return Concept(
+        prompt="Which tells you how sensitive a kind of weight is to quantization?",
+        choices=(
+            "The KL divergence of the model's output with only that kind quantized",
+            "The SQNR of that kind's quantized weights",
+            "The number of parameters of that kind",
+        ),
+        answer=0,
+        explanation="What matters is what an error does downstream: a weight whose errors "
+        "pass into every later layer, or into the residual stream unscaled, can hurt more "
+        "than a noisier one elsewhere. Your run: "
+        f"{top['unit']} (SQNR {readable(top['sqnr_db'] or 0)} dB) caused KL "
+        f"{readable(top['kl_divergence'])}, {least['unit']} (SQNR "
+        f"{readable(least['sqnr_db'] or 0)} dB) {readable(least['kl_divergence'])} nats.",
+    )
+
+
+# --- quant-algorithms ---------------------------------------------------------------
+
+METHOD_NAMES = {"rtn": "RTN", "gptq": "GPTQ", "awq": "AWQ"}
+
+
+def _name(m: str) -> str:
+    return METHOD_NAMES.get(m, m)
+
+
+def quant_algorithms(r: Result) -> list[Tile]:
+    methods = r["methods"]
+    best = r["best_method"]
+    tiles = [
+        Tile(
+            label="Lowest held-out KL",
+            text=_name(best),
+            exact=best,
+            means=f"{pm(methods[best]['heldout']['kl_divergence'], methods[best]['heldout'].get('kl_divergence_interval'), 'nats')}"
+            + (
+                f"; tied within the noise: {', '.join(_name(m) for m in r['best_method_ties'] if m != best)}"
+                if len(r["best_method_ties"]) > 1
+                else ""
+            ),
+            key="best_method",
+        )
+    ]
+    for m, res in methods.items():
+        held = res["heldout"]
+        vs = res.get("vs_rtn")
+        means = (
+            f"{relative(held['kl_divergence'], methods['rtn']['heldout']['kl_divergence'])} vs RTN, "
+            + ("inside the noise" if vs["inside_noise"] else "outside the noise")
+            if vs and m != "rtn"
+            else "round-to-nearest: the baseline"
+        )
+        tiles.append(
+            interval_tile(
+                f"{_name(m)}: held-out KL", held, "kl_divergence", "nats", means=means
+            ).model_copy(update={"key": f"methods.{m}.heldout.kl_divergence"})
+        )
+    out = r.get("outliers")
+    if out:
+        tiles.append(
+            tile(
+                "Largest activation channel",
+                out["max_over_median"],
+                "× median",
+                key="outliers.max_over_median",
+                means=f"billion-parameter LLMs: ~{OUTLIER_RATIO_LLM}×; what AWQ exploits",
+            )
+        )
+    return tiles
+
+
+def quant_algorithms_finding(r: Result) -> str:
+    methods, best = r["methods"], r["best_method"]
+    rtn = methods.get("rtn")
+    parts = [
+        f"{_name(best)} has the lowest held-out KL, "
+        f"{pm(methods[best]['heldout']['kl_divergence'], methods[best]['heldout'].get('kl_divergence_interval'), 'nats')}."
+    ]
+    for m in ("gptq", "awq"):
+        res = methods.get(m)
+        if res is None or rtn is None or not res.get("vs_rtn"):
+            continue
+        parts.append(
+            f"{_name(m)} vs RTN: {relative(res['heldout']['kl_divergence'], rtn['heldout']['kl_divergence'])}, "
+            f"{noise_phrase(res['vs_rtn'])}."
+        )
+    out = r.get("outliers")
+    if out and "awq" in methods:
+        few = out["max_over_median"] < FEW_OUTLIERS_BELOW
+        parts.append(
+            f"This model's largest activation channel is {readable(out['max_over_median'], 2)}× "
+            f"its median (billion-parameter LLMs: ~{OUTLIER_RATIO_LLM}×), "
+            + (
+                "so there are few salient channels for AWQ's scaling to protect and it gains little."
+                if few
+                else "so AWQ's scaling has salient channels to protect."
+            )
+        )
+    ratio = r["baseline_calibration_perplexity"] / r["baseline_perplexity"]
+    parts.append(
+        f"The unquantized model's perplexity is {readable(r['baseline_calibration_perplexity'])} on "
+        f"the calibration text and {readable(r['baseline_perplexity'])} on the held-out text "
+        f"({readable(ratio, 2)}×): they are different documents, so a calibration KL says how "
+        "a method fits what it saw and only the held-out KL how it generalises."
+    )
+    return " ".join(parts)
+
+
+def quant_algorithms_concept(r: Result, metric: str) -> Concept | None:
+    out = r.get("outliers") or {}
+    ratio = out.get("max_over_median")
+    if ratio is not None and ratio < FEW_OUTLIERS_BELOW:
+        return Concept(
+            prompt=f"A model's largest activation channel is only {readable(ratio, 2)}× the "
+            "median channel. Which method should gain least over round-to-nearest, and why?",
+            choices=(
+                "AWQ: it protects a few salient input channels, and there are hardly any",
+                "GPTQ: it needs outlier channels to push errors onto",
+                "Both gain the same: they use the same calibration text",
+            ),
+            answer=0,
+            explanation="AWQ scales the input channels with large activations up before "
+            "rounding; without outliers every channel matters alike and there is little to "
+            "protect. GPTQ corrects each column's rounding error on the columns still to "
+            f"come, whatever the activations look like. Your run: {_name(r['best_method'])} won.",
+        )
+    return Concept(
+        prompt="Which method uses calibration activations to push each column's rounding "
+        "error onto the columns not yet rounded?",
+        choices=("GPTQ", "AWQ", "Round-to-nearest"),
+        answer=0,
+        explanation="GPTQ quantizes a weight matrix column by column and updates the "
+        "remaining columns with the inverse Hessian of the layer inputs, so later columns "
+        "absorb the error; AWQ rescales salient channels; RTN rounds each weight alone. "
+        f"Your run: {_name(r['best_method'])} had the lowest held-out KL.",
+    )
