@@ -79,6 +79,8 @@ templates.env.filters.setdefault("labvalue", format_value)
 templates.env.filters.setdefault("runparams", format_params)
 templates.env.globals.setdefault("labhistogram", histogram_svg)
 templates.env.globals.setdefault("run_actuals", notebook.actuals)
+templates.env.globals.setdefault("grade_words", notebook.grade_words)
+templates.env.filters.setdefault("output_label", notebook.output_label)
 
 
 # ----------------------------------------------------------------------------
