@@ -12,6 +12,9 @@ from labs.headline import Tile, exact_text, readable
 
 # Significant digits of the ± half-width: two, as llama-perplexity prints its error.
 HALF_WIDTH_DIGITS = 2
+# An interval whose wide side is this many times its narrow side is shown as its two
+# ends, not as ± the wide side (perplexity over two windows: 24, 95 % 0.2 to 2,600).
+LOPSIDED = 1.5
 
 
 def half_width(value: float, low: float, high: float) -> float:
@@ -35,9 +38,12 @@ def pm(value: float, interval: Sequence[float] | None, unit: str = "", scale: fl
     suffix = f" {unit}" if unit and unit != "%" else (" %" if unit == "%" else "")
     if not interval or len(interval) != 2:
         return f"{readable(v)}{suffix}"
-    h = half_width(v, interval[0] * scale, interval[1] * scale)
+    low, high = interval[0] * scale, interval[1] * scale
+    h = half_width(v, low, high)
     if h <= 0:
         return f"{readable(v)}{suffix}"
+    if min(v - low, high - v) * LOPSIDED < h:  # exp of a wide NLL interval, a clipped KL
+        return f"{readable(v)}{suffix} (95 % {readable(low)} to {readable(high)})"
     d = _decimals(h)
     if abs(v) >= 1e-3 or d <= 6:
         return f"{v:,.{d}f} ± {h:,.{d}f}{suffix}"

@@ -80,11 +80,17 @@ def model_quality_finding(r: Result) -> str:
     changed = 100 * (1 - r["top1_agreement"])
     return (
         f"{r['format']} stores the weights in {readable(r['bits_per_weight'])} bits each, "
-        f"{readable(smaller)}× smaller than the unquantized {readable(r['baseline_bits_per_weight'])}. "
+        f"{readable(smaller)}× smaller than the unquantized model's "
+        f"{readable(r['baseline_bits_per_weight'])}. "
         f"It moves the next-token distribution by {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')} "
         f"of KL and changes the top token at {readable(changed, 2)} % of positions. "
-        f"Over these {r['windows']} windows {_ppl_change(r)}: KL and top-1 see damage "
-        "long before perplexity does."
+        f"Over these {r['windows']} windows {_ppl_change(r)}"
+        + (
+            ": perplexity cannot tell the two models apart here, while KL and top-1 "
+            "measure the change position by position."
+            if (r.get("perplexity_vs_baseline") or {}).get("inside_noise")
+            else "."
+        )
     )
 
 

@@ -25,7 +25,7 @@ PRELOAD = (
     "labs.quant",
     "labs.quant.metrics",
     "tokenizers",
-    "transformers",
+    "labs.lm.hf",  # transformers, without torchao's start-up warnings
     "transformers.models.llama.modeling_llama",
     "transformers.integrations.sdpa_attention",
     "labs.plots",
