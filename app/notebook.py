@@ -25,6 +25,7 @@ from labs.registry import get_lab
 
 PREDICTION_TOLERANCE = 0.10  # relative: within 10 % counts as a good prediction
 MAX_TEXT = 2000
+PERCENT = 100
 
 
 class PredictionError(ValueError):
@@ -56,6 +57,15 @@ def output_label(key: str, unit: str = "") -> str:
     words = human_label(key).replace("Kl ", "KL ").replace("Top1", "Top-1")
     shown = "%" if unit == "fraction" else unit
     return f"{words} ({shown})" if shown and shown.lower() not in words.lower() else words
+
+
+def shown_value(value: float | None, unit: str | None) -> str:
+    """A predicted or measured number as the form asked for it: a share in %."""
+    if value is None:
+        return "—"
+    if unit == "fraction":
+        return f"{value * PERCENT:,.4g} %"
+    return f"{value:,.6g}"
 
 
 def _choice_output(lab: Lab, key: str | None) -> ChoiceOutput | None:
@@ -93,6 +103,8 @@ def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
         raise PredictionError("Choose which result your number predicts.", field="_metric")
     try:
         value, unit = parse_number(raw)
+        if units[metric] == "fraction" and (unit == "%" or (unit is None and value > 1)):
+            value, unit = value / PERCENT, None  # the form asks for a share in %
         value, _ = convert(value, unit, units[metric])
     except AnswerError as e:
         raise PredictionError(

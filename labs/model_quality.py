@@ -27,14 +27,16 @@ SAMPLE_TOKENS = 24
 class WeightParams(ModelParams):
     """Which weights are quantized, and to what (shared with tensor-sensitivity)."""
 
-    format: spec.FormatKey = Field(default="q4_0", description="The labs.quant format")
+    format: spec.FormatKey = Field(default="q4_0", description="The weights' format")
     granularity: spec.Granularity = Field(
         default="default",
         description="For int8/int4/fp8: tensor, channel or a block size (e.g. 128); "
         "default keeps the format's own",
     )
     tensors: Tensors = Field(
-        default="all", description="Which decoder linear layers: all, attention or mlp"
+        default="all",
+        title="Which weights",
+        description="Which decoder linear layers: all, attention or mlp",
     )
 
     @model_validator(mode="after")
@@ -62,6 +64,7 @@ class ModelQualityParams(WeightParams):
     keep: list[str] = Field(
         default_factory=list,
         max_length=MAX_KEEP,
+        title="Kept in full precision",
         description="Name patterns left in full precision, e.g. down_proj or layers.0.*",
     )
 

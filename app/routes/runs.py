@@ -81,6 +81,7 @@ templates.env.globals.setdefault("labhistogram", histogram_svg)
 templates.env.globals.setdefault("run_actuals", notebook.actuals)
 templates.env.globals.setdefault("grade_words", notebook.grade_words)
 templates.env.filters.setdefault("output_label", notebook.output_label)
+templates.env.filters.setdefault("shown_value", notebook.shown_value)
 
 
 # ----------------------------------------------------------------------------

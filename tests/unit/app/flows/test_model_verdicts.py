@@ -122,3 +122,40 @@ def test_a_wrong_prediction_comes_back_as_the_concept(learner) -> None:
     assert "AWQ: it protects a few salient input channels" in text
     assert "Expected" not in text and "You predicted" not in text
     assert not page.select("input[name=answer][type=text]")  # a choice, not a number
+
+
+MODEL_LABS = ("model-quality", "kv-quant", "tensor-sensitivity", "quant-algorithms")
+
+
+def test_model_lab_forms_speak_words_not_code(learner) -> None:
+    # Issue 20 item 12: "Kv format", "Eval tokens", "perplexity (perplexity)", and help
+    # text that named LOWBIT_MODELS_DIR, heldout.txt and "the labs.quant format".
+    for lab in MODEL_LABS:
+        doc = BeautifulSoup(learner.get(f"/labs/{lab}").text, "html.parser")
+        labels = {lab_.get_text(strip=True) for lab_ in doc.select("#lab-form label")}
+        assert "Tokens evaluated" in labels and "Eval tokens" not in labels, lab
+        helps = " ".join(s.get_text(" ") for s in doc.select("#lab-form small.muted"))
+        for code in ("LOWBIT_", "labs.quant", "heldout.txt", "calibration.txt"):
+            assert code not in helps, (lab, code)
+        options = [o.get_text(strip=True) for o in doc.select("select[name=_metric] option")]
+        assert all(o.count("perplexity") < 2 for o in options), options
+    labels = BeautifulSoup(learner.get("/labs/kv-quant").text, "html.parser").select("label")
+    assert "Cache format" in {x.get_text(strip=True) for x in labels}
+    options = BeautifulSoup(learner.get("/labs/model-quality").text, "html.parser").select(
+        "select[name=_metric] option"
+    )
+    assert [o.get_text(strip=True) for o in options] == [
+        "KL divergence (nats)",
+        "Top-1 agreement (%)",
+        "Perplexity",
+    ]
+
+
+def test_a_share_is_predicted_in_percent(learner) -> None:
+    from app import notebook
+    from labs.registry import get_lab
+
+    lab = get_lab("model-quality")
+    for typed in ("96", "96 %", "0.96"):
+        form = {"_metric": "top1_agreement", "_predicted_value": typed}
+        assert notebook.read_prediction(lab, form).value == 0.96, typed
