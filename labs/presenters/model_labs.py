@@ -357,16 +357,7 @@ def quant_algorithms_finding(r: Result) -> str:
         )
     out = r.get("outliers")
     if out and "awq" in methods:
-        few = out["max_over_median"] < FEW_OUTLIERS_BELOW
-        parts.append(
-            f"This model's largest activation channel is {readable(out['max_over_median'], 2)}× "
-            f"its median (billion-parameter LLMs: ~{OUTLIER_RATIO_LLM}×), "
-            + (
-                "so there are few salient channels for AWQ's scaling to protect and it gains little."
-                if few
-                else "so AWQ's scaling has salient channels to protect."
-            )
-        )
+        parts.append(_awq_sentence(r, out["max_over_median"]))
     ratio = r["baseline_calibration_perplexity"] / r["baseline_perplexity"]
     parts.append(
         f"The unquantized model's perplexity is {readable(r['baseline_calibration_perplexity'])} on "
@@ -375,6 +366,29 @@ def quant_algorithms_finding(r: Result) -> str:
         "a method fits what it saw and only the held-out KL how it generalises."
     )
     return " ".join(parts)
+
+
+def _awq_sentence(r: Result, ratio: float) -> str:
+    """Why AWQ did what it did: how unequal this model's activation channels are, and
+    what AWQ gained over RTN (and against GPTQ) beyond the noise."""
+    methods = r["methods"]
+    awq, rtn, gptq = methods["awq"], methods.get("rtn"), methods.get("gptq")
+    start = (
+        f"This model's largest activation channel is {readable(ratio, 2)}× its median "
+        f"(billion-parameter LLMs: ~{OUTLIER_RATIO_LLM}×), "
+    )
+    if ratio >= FEW_OUTLIERS_BELOW:
+        return start + "so AWQ's scaling has salient channels to protect."
+    start += "so there are few salient channels for AWQ's scaling to protect"
+    vs = awq.get("vs_rtn")
+    if rtn is not None and vs and (vs["inside_noise"] or vs["difference"] >= 0):
+        return start + ": it does no better than round-to-nearest beyond the noise."
+    if gptq is not None and gptq["heldout"]["kl_divergence"] < awq["heldout"]["kl_divergence"]:
+        return start + (
+            ", and it gains less than GPTQ, which corrects rounding errors whatever the "
+            "activations look like."
+        )
+    return start + ", yet it has the lowest error of the methods run here."
 
 
 def quant_algorithms_concept(r: Result, metric: str) -> Concept | None:

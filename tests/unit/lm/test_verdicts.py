@@ -92,6 +92,13 @@ def test_quant_algorithms_names_the_winner_and_why_awq_gains_little() -> None:
     assert res.methods["rtn"].vs_rtn is None and res.methods["awq"].vs_rtn is not None
     assert res.outliers is not None and res.outliers["max_over_median"] < 10
     assert "few salient channels for AWQ's scaling to protect" in res.finding
+    awq, vs = res.methods["awq"].heldout.kl_divergence, res.methods["awq"].vs_rtn
+    if vs["inside_noise"] or vs["difference"] >= 0:
+        assert "no better than round-to-nearest beyond the noise" in res.finding
+    elif res.methods["gptq"].heldout.kl_divergence < awq:
+        assert "it gains less than GPTQ" in res.finding
+    else:
+        assert "it has the lowest error of the methods run here" in res.finding
     assert "calibration text and" in res.finding
     tiles = _tiles("quant-algorithms", res)
     assert tiles["Lowest held-out KL"].exact == res.best_method
