@@ -47,7 +47,7 @@ from app.runs.service import (
     run_context,
     start_run,
 )
-from app.runs.views import format_params, format_value, histogram_svg, sse
+from app.runs.views import format_params, format_value, histogram_svg, quantity, sse
 from app.settings import Settings
 from app.streams import SlotStreamingResponse, StreamSlot
 from app.templating import is_htmx, render, templates
@@ -82,6 +82,7 @@ templates.env.globals.setdefault("run_actuals", notebook.actuals)
 templates.env.globals.setdefault("grade_words", notebook.grade_words)
 templates.env.filters.setdefault("output_label", notebook.output_label)
 templates.env.filters.setdefault("shown_value", notebook.shown_value)
+templates.env.filters.setdefault("quantity", quantity)
 
 
 # ----------------------------------------------------------------------------

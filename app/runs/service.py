@@ -16,7 +16,7 @@ from app.db import Run, RunShare
 from app.runs import store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
-from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress
+from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress, shared_histograms
 from app.settings import Settings
 from app.templating import is_htmx
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
@@ -133,6 +133,22 @@ def paired_figures(session: Session, a: Run, b: Run) -> list[dict[str, Any] | No
     return [lead_a, lead_b]
 
 
+def paired_histograms(session: Session, a: Run, b: Run) -> list[dict[str, Any]] | None:
+    """The first histogram figure both runs drew differently (block-quantize: the errors
+    of each value; the input values of one tensor are the same in both), as a pair."""
+    (_, plots_a), (_, plots_b) = _plots(session, a), _plots(session, b)
+
+    def binned(e: dict[str, Any]) -> dict[str, Any]:
+        return e["data"].get("data") or {}
+
+    kinds_b = {_figure_kind(e): e for e in plots_b if binned(e).get("edges")}
+    for e in plots_a:
+        other = kinds_b.get(_figure_kind(e))
+        if other is not None and binned(e).get("edges") and binned(e) != binned(other):
+            return [e, other]
+    return None
+
+
 def _tile_rows(lab: Lab | None, a: Run, b: Run) -> list[dict[str, Any]]:
     """The lab's headline tiles of both runs, matched by label, with b − a and b / a of
     the numbers the tiles show (in the tiles' unit)."""
@@ -156,6 +172,8 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
     ratios, both lead figures, then the parameters and results that differ (and those
     that do not, apart)."""
     lab = labs.get(a.lab_id)
+    leads = paired_figures(session, a, b)
+    hists = paired_histograms(session, a, b)
     results = diff(a.result, b.result)
     differ = [r for r in results if not r.same]
     return {
@@ -163,7 +181,9 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
         "b": b,
         "lab_title": lab.title if lab else a.lab_id,
         "tiles": _tile_rows(lab, a, b),
-        "leads": list(zip((a, b), paired_figures(session, a, b), strict=True)),
+        "leads": list(zip((a, b), leads, strict=True)),
+        "histograms": list(zip((a, b), hists, strict=True)) if hists else [],
+        "shared_axes": shared_histograms(hists) if hists else None,
         "params": diff(a.params, b.params),
         # Numbers and words first; element-by-element lists apart (they bury the rest).
         "results": [r for r in differ if not isinstance(r.a or r.b, list | dict)],
