@@ -190,6 +190,7 @@ def actuals(run: Run | None) -> list[tuple[str, str]]:
         value = _number(run.result, key)
         if value is not None:
             scale, shown = (100.0, "%") if unit == "fraction" else (1.0, unit)
+            shown = "" if shown.lower() == key else shown  # not "perplexity perplexity"
             iv = interval(run.result, key)
             text = pm(value, iv, shown, scale) if iv else f"{value * scale:,.6g} {shown}".strip()
             out.append((output_label(key, unit), text))

@@ -27,9 +27,11 @@ def interval_bars(
     title: str,
     value_label: str,
     highlight: str | None = None,
+    whiskers: str = "95 % interval",
 ) -> str:
-    """Horizontal bars from zero with 95 % whiskers, top to bottom in the order given;
-    ``highlight`` names the bar drawn in the accent colour (the winner)."""
+    """Horizontal bars from zero with whiskers (a 95 % interval unless ``whiskers`` says
+    otherwise), top to bottom in the order given; ``highlight`` names the bar drawn in
+    the accent colour (the winner)."""
     if not len(labels) == len(values) == len(intervals):
         raise ValueError("labels, values and intervals differ in length")
     names = [_short(x) for x in labels]
@@ -41,7 +43,7 @@ def interval_bars(
         ax.barh(names, values, color=colours, xerr=[lo, hi], ecolor=MUTED, capsize=3)
         ax.invert_yaxis()
         ax.set_xlim(left=0)
-        ax.set_xlabel(value_label + " (whiskers: 95 % interval)")
+        ax.set_xlabel(f"{value_label} (whiskers: {whiskers})")
         ax.set_title(title)
 
     return _render(draw, _height(len(labels)))
@@ -75,34 +77,6 @@ def labelled_points(
         ax.set_title(title)
 
     return _render(draw)
-
-
-def grid(
-    rows: Sequence[str],
-    columns: Sequence[str],
-    values: Sequence[Sequence[float | None]],
-    *,
-    title: str,
-    value_label: str,
-) -> str:
-    """A rows × columns table of numbers as coloured cells with the number written in
-    each (SQNR by layer and weight kind); None cells are left blank."""
-
-    def draw(ax: Any) -> None:
-        import numpy as np
-
-        data = np.array([[np.nan if v is None else v for v in row] for row in values], float)
-        image = ax.imshow(data, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(len(columns)), [_short(c) for c in columns], rotation=30)
-        ax.set_yticks(range(len(rows)), [_short(r) for r in rows])
-        for i, row in enumerate(values):
-            for j, v in enumerate(row):
-                if v is not None:
-                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=8, color="w")
-        ax.figure.colorbar(image, ax=ax, label=value_label)
-        ax.set_title(title)
-
-    return _render(draw, _height(len(rows) + 4))
 
 
 def band_line(

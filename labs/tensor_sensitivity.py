@@ -130,6 +130,7 @@ def units(names: list[str], unit: str) -> dict[str, list[str]]:
 
 
 def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) -> None:
+    from labs.headline import readable
     from labs.model_charts import interval_bars
 
     ctx.plot(
@@ -151,7 +152,7 @@ def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) 
             [
                 r.unit,
                 r.kl_divergence,
-                " to ".join(f"{v:.3g}" for v in r.kl_interval),
+                " to ".join(readable(v) for v in r.kl_interval),
                 r.perplexity_delta,
                 100 * r.top1_agreement,
                 r.sqnr_db,
@@ -180,7 +181,7 @@ def _present_points(ctx: Context, uniform: list[Point], mixed: Point, base: Poin
         "size vs KL divergence",
         labelled_points(
             [(p.label, p.bits_per_weight, p.kl_divergence) for p in points],
-            title="Bits per weight vs KL (lower left is better; dashed: even spending)",
+            title="Bits per weight vs KL (dashed: the bits spent evenly)",
             x_label="bits per weight (decoder linears)",
             y_label="KL divergence, nats per token",
             line=(base.label, uniform[0].label) if uniform else None,
@@ -296,7 +297,7 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
         for key, members in groups.items()
         for n in members
     }
-    mixed = point(f"mixed: top {params.top_k} in {params.high_format}, rest {fmt_label}", plan)
+    mixed = point(f"mixed: top {params.top_k} in {params.high_format}", plan)
     base = point(f"all {fmt_label}", {n: (params.format, options) for n in names})
     formats = list(dict.fromkeys([params.high_format, *params.uniform]))
     uniform = [point(f"all {f}", {n: (f, {}) for n in names}) for f in formats]

@@ -184,13 +184,20 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
         "leads": list(zip((a, b), leads, strict=True)),
         "histograms": list(zip((a, b), hists, strict=True)) if hists else [],
         "shared_axes": shared_histograms(hists) if hists else None,
-        "params": diff(a.params, b.params),
+        "params": diff(a.params, b.params, _field_titles(lab)),
         # Numbers and words first; element-by-element lists apart (they bury the rest).
         "results": [r for r in differ if not isinstance(r.a or r.b, list | dict)],
         "results_lists": [r for r in differ if isinstance(r.a or r.b, list | dict)],
         "results_same": [r for r in results if r.same],
         "summary": diff(_summary(a), _summary(b)),
     }
+
+
+def _field_titles(lab: Lab | None) -> dict[str, str]:
+    """The parameters a lab names in words of its own ("Tokens evaluated")."""
+    if lab is None:
+        return {}
+    return {name: f.title for name, f in lab.params.model_fields.items() if f.title}
 
 
 def _summary(run: Run) -> dict[str, Any]:

@@ -104,6 +104,7 @@ class DiffRow:
     key: str
     a: Any
     b: Any
+    title: str = ""  # the words the lab's form uses for this key, where it has its own
 
     @property
     def same(self) -> bool:
@@ -111,7 +112,7 @@ class DiffRow:
 
     @property
     def label(self) -> str:
-        return human_label(self.key)
+        return self.title or human_label(self.key)
 
     @property
     def delta(self) -> float | None:
@@ -132,11 +133,14 @@ def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[DiffRow]:
-    """Rows of both flattened dicts in a's key order, then keys only b has."""
+def diff(
+    a: dict[str, Any] | None, b: dict[str, Any] | None, titles: dict[str, str] | None = None
+) -> list[DiffRow]:
+    """Rows of both flattened dicts in a's key order, then keys only b has; ``titles``
+    names keys in words of their own (a lab form's field titles)."""
     fa, fb = flatten(a or {}), flatten(b or {})
     keys = list(fa) + [k for k in fb if k not in fa]
-    return [DiffRow(k, fa.get(k), fb.get(k)) for k in keys]
+    return [DiffRow(k, fa.get(k), fb.get(k), (titles or {}).get(k, "")) for k in keys]
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def model_quality_finding(r: Result) -> str:
     return (
         f"{r['format']} stores the weights in {readable(r['bits_per_weight'])} bits each, "
         f"{readable(smaller)}× smaller than the unquantized model's "
-        f"{readable(r['baseline_bits_per_weight'])}. "
+        f"{readable(r['baseline_bits_per_weight'])} bits. "
         f"It moves the next-token distribution by {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')} "
         f"of KL and changes the top token at {readable(changed, 2)} % of positions. "
         f"Over these {r['windows']} windows {_ppl_change(r)}"
@@ -163,9 +163,10 @@ def kv_quant_finding(r: Result) -> str:
         f"per cached value, {readable(saved, 2)} % fewer bytes than bf16. It moves the "
         f"next-token distribution by {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')} "
         f"of KL and keeps the top token at {pm(r['top1_agreement'], r.get('top1_agreement_interval'), '%', 100)}; "
-        f"{_ppl_change(r)}. KL at positions {bins[0]['start']}–{bins[0]['stop']} is "
-        f"{readable(bins[0]['kl_divergence'])} and at {bins[-1]['start']}–{bins[-1]['stop']} "
-        f"{readable(bins[-1]['kl_divergence'])} nats: {trend}."
+        f"{_ppl_change(r)}. KL {'rises' if bins[-1]['kl_divergence'] > bins[0]['kl_divergence'] else 'falls'} "
+        f"from {readable(bins[0]['kl_divergence'])} nats at positions "
+        f"{bins[0]['start']}–{bins[0]['stop']} to {readable(bins[-1]['kl_divergence'])} at "
+        f"{bins[-1]['start']}–{bins[-1]['stop']}: {trend}."
     )
 
 
@@ -243,7 +244,7 @@ def tensor_sensitivity_finding(r: Result) -> str:
     mixed, base = r["mixed"], r["base"]
     ties = [u for u in r["most_sensitive_ties"] if u != top["unit"]]
     tie_words = (
-        f"; {', '.join(ties)} {'is' if len(ties) == 1 else 'are'} inside the noise of it"
+        f"; {', '.join(ties)} cannot be told from it within the noise"
         if ties
         else ", clear of the runner-up beyond the noise"
     )
@@ -260,7 +261,7 @@ def tensor_sensitivity_finding(r: Result) -> str:
         f"{pm(top['kl_divergence'], top.get('kl_interval'), 'nats')}, "
         f"{readable(top['kl_divergence'] / max(least['kl_divergence'], 1e-30), 2)}× the least "
         f"sensitive ({least['unit']}){tie_words}. The mixed recipe "
-        f"({mixed['label'].removeprefix('mixed: ')}) costs "
+        f"({mixed['label'].removeprefix('mixed: ')}, the rest {r['format']}) costs "
         f"{readable(extra_bits, 2)} bits per weight more than all-{r['format']} and changes its "
         f"KL by {cut} ({readable(base['kl_divergence'])} → {readable(mixed['kl_divergence'])} nats), "
         f"{worth}."
@@ -341,23 +342,25 @@ def quant_algorithms(r: Result) -> list[Tile]:
 
 
 def quant_algorithms_finding(r: Result) -> str:
+    """Three sentences: the winner (against RTN, with the noise), AWQ and why, and the
+    calibration text against the held-out text."""
     methods, best = r["methods"], r["best_method"]
-    rtn = methods.get("rtn")
+    held = methods[best]["heldout"]
+    vs = methods[best].get("vs_rtn")
+    against = (
+        f", {relative(held['kl_divergence'], methods['rtn']['heldout']['kl_divergence'])} "
+        f"against round-to-nearest, {noise_phrase(vs)}"
+        if vs
+        else ""
+    )
     parts = [
         f"{_name(best)} has the lowest held-out KL, "
-        f"{pm(methods[best]['heldout']['kl_divergence'], methods[best]['heldout'].get('kl_divergence_interval'), 'nats')}."
+        f"{pm(held['kl_divergence'], held.get('kl_divergence_interval'), 'nats')}{against}."
     ]
-    for m in ("gptq", "awq"):
-        res = methods.get(m)
-        if res is None or rtn is None or not res.get("vs_rtn"):
-            continue
-        parts.append(
-            f"{_name(m)} vs RTN: {relative(res['heldout']['kl_divergence'], rtn['heldout']['kl_divergence'])}, "
-            f"{noise_phrase(res['vs_rtn'])}."
-        )
     out = r.get("outliers")
     if out and "awq" in methods:
-        parts.append(_awq_sentence(r, out["max_over_median"]))
+        sentence = _awq_sentence(r, out["max_over_median"])
+        parts.append(sentence[:1].upper() + sentence[1:])
     ratio = r["baseline_calibration_perplexity"] / r["baseline_perplexity"]
     parts.append(
         f"The unquantized model's perplexity is {readable(r['baseline_calibration_perplexity'])} on "
@@ -373,8 +376,15 @@ def _awq_sentence(r: Result, ratio: float) -> str:
     what AWQ gained over RTN (and against GPTQ) beyond the noise."""
     methods = r["methods"]
     awq, rtn, gptq = methods["awq"], methods.get("rtn"), methods.get("gptq")
+    change = (
+        f"AWQ changes the KL by "
+        f"{relative(awq['heldout']['kl_divergence'], rtn['heldout']['kl_divergence'])} "
+        "against round-to-nearest; "
+        if rtn is not None
+        else ""
+    )
     start = (
-        f"This model's largest activation channel is {readable(ratio, 2)}× its median "
+        f"{change}this model's largest activation channel is {readable(ratio, 2)}× its median "
         f"(billion-parameter LLMs: ~{OUTLIER_RATIO_LLM}×), "
     )
     if ratio >= FEW_OUTLIERS_BELOW:
