@@ -44,6 +44,7 @@ from app.runs.service import (
     OUTPUT_KINDS,
     compare_context,
     heading_level,
+    param_label,
     run_context,
     start_run,
 )
@@ -83,6 +84,7 @@ templates.env.globals.setdefault("grade_words", notebook.grade_words)
 templates.env.filters.setdefault("output_label", notebook.output_label)
 templates.env.filters.setdefault("shown_value", notebook.shown_value)
 templates.env.filters.setdefault("quantity", quantity)
+templates.env.globals.setdefault("param_label", param_label)
 
 
 # ----------------------------------------------------------------------------

@@ -193,6 +193,13 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
     }
 
 
+def param_label(lab_id: str, key: str) -> str:
+    """A parameter as the lab's form names it: 'Tokens evaluated', not 'eval tokens'."""
+    from labs.registry import get_lab
+
+    return _field_titles(get_lab(lab_id)).get(key) or key.replace("_", " ")
+
+
 def _field_titles(lab: Lab | None) -> dict[str, str]:
     """The parameters a lab names in words of its own ("Tokens evaluated")."""
     if lab is None:

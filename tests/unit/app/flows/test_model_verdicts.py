@@ -159,3 +159,14 @@ def test_a_share_is_predicted_in_percent(learner) -> None:
     for typed in ("96", "96 %", "0.96"):
         form = {"_metric": "top1_agreement", "_predicted_value": typed}
         assert notebook.read_prediction(lab, form).value == 0.96, typed
+
+
+def test_the_run_page_names_parameters_as_the_form_does(learner) -> None:
+    run_id = make_run(
+        learner,
+        lab_id="kv-quant",
+        params={"kv_format": "int4", "eval_tokens": 2048},
+        result=QUALITY,
+    )
+    rows = [th.get_text(strip=True) for th in _page(learner, run_id).select("details.params th")]
+    assert rows == ["Cache format", "Tokens evaluated"]
