@@ -241,12 +241,41 @@ def _settle_choice(entry: NotebookEntry, run: Run) -> bool:
     return True
 
 
-def grade_words(entry: NotebookEntry, run: Run | None) -> str:
-    """Why a graded prediction is right or wrong, in a sentence ("" before grading)."""
+def _close(entry: NotebookEntry) -> bool:
+    return (
+        entry.actual_value is not None
+        and entry.predicted_value is not None
+        and abs(entry.predicted_value - entry.actual_value)
+        <= PREDICTION_TOLERANCE * max(abs(entry.actual_value), 1e-12)
+    )
+
+
+def grade_phrase(entry: NotebookEntry, run: Run | None) -> str:
+    """How a graded prediction did, as a phrase for reports ("" before grading):
+    'within 10 %', 'inside the run's 95 % interval', 'tied with gptq within the noise'."""
     if entry.prediction_correct is None:
         return ""
     limit = f"{PREDICTION_TOLERANCE:.0%}".replace("%", " %")
-    if entry.predicted_choice is not None:
+    choice = getattr(entry, "predicted_choice", None)
+    if choice is not None:
+        won = entry.actual_choice
+        if choice == won:
+            return f"right: {won} won"
+        if entry.prediction_correct:
+            return f"right within the noise: tied with the winner, {won}"
+        return f"{won} won, clear of {choice}"
+    if entry.prediction_correct:
+        return f"within {limit}" if _close(entry) else "inside the run's 95 % interval"
+    outside = interval(run.result if run else None, entry.metric) is not None
+    return f"off by more than {limit}" + (" and outside the 95 % interval" if outside else "")
+
+
+def grade_words(entry: NotebookEntry, run: Run | None) -> str:
+    """Why a graded prediction is right or wrong, as the run page's sentence."""
+    phrase = grade_phrase(entry, run)
+    if not phrase:
+        return ""
+    if getattr(entry, "predicted_choice", None) is not None:
         if entry.predicted_choice == entry.actual_choice:
             return f"Right: {entry.actual_choice} won."
         if entry.prediction_correct:
@@ -254,18 +283,12 @@ def grade_words(entry: NotebookEntry, run: Run | None) -> str:
                 f"Right as far as this run can tell: {entry.predicted_choice} is inside the "
                 f"noise of the winner, {entry.actual_choice}."
             )
-        return f"Not this time: {entry.actual_choice} won, clear of {entry.predicted_choice}."
-    iv = interval(run.result if run else None, entry.metric)
+        return f"Not this time: {phrase}."
+    if entry.prediction_correct and _close(entry):
+        return f"{phrase[:1].upper()}{phrase[1:]} — good prediction."
     if entry.prediction_correct:
-        if (
-            entry.actual_value is not None
-            and entry.predicted_value is not None
-            and abs(entry.predicted_value - entry.actual_value)
-            <= PREDICTION_TOLERANCE * max(abs(entry.actual_value), 1e-12)
-        ):
-            return f"Within {limit} — good prediction."
         return "Inside the run's 95 % interval — as right as this run can tell."
-    return f"Off by more than {limit}" + (" and outside the 95 % interval." if iv else ".")
+    return f"{phrase[:1].upper()}{phrase[1:]}."
 
 
 def for_run(session: Session, run: Run) -> NotebookEntry | None:
@@ -303,15 +326,12 @@ def search(session: Session, learner: str, q: str = "", limit: int = 200) -> lis
     return list(session.scalars(stmt.order_by(NotebookEntry.created_at.desc()).limit(limit)))
 
 
-def verdict(correct: bool | None) -> str:
-    """How a graded numeric prediction did ("" before it is graded)."""
-    if correct is None:
-        return ""
-    limit = f"{PREDICTION_TOLERANCE:.0%}".replace("%", " %")
-    return f"within {limit}" if correct else f"off by more than {limit}"
-
-
 def to_markdown(entries: list[NotebookEntry], runs_by_id: dict[str, Run]) -> str:
     """The notebook as a Markdown report (``templates/reports/notebook.md``):
     prediction, parameters, outcome, environment, next step."""
-    return render_markdown("notebook.md", entries=entries, runs_by_id=runs_by_id, verdict=verdict)
+    return render_markdown(
+        "notebook.md",
+        entries=entries,
+        runs_by_id=runs_by_id,
+        verdict=lambda e: grade_phrase(e, runs_by_id.get(e.run_id or "")),
+    )
