@@ -19,7 +19,7 @@ from labs.base import ChoiceOutput, Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
 from labs.lm.session import field_error
 from labs.model_quality import WeightParams
-from labs.presenters import model_labs
+from labs.presenters import quant_algorithms as verdict
 
 if TYPE_CHECKING:
     import torch
@@ -353,7 +353,7 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
         finding="",
         seconds=time.perf_counter() - t0,
     )
-    result.finding = model_labs.quant_algorithms_finding(result.model_dump())
+    result.finding = verdict.quant_algorithms_finding(result.model_dump())
     return result
 
 
@@ -368,7 +368,7 @@ LAB = Lab(
     run=run,
     time_limit_s=900.0,
     memory_limit_mb=4096,
-    headline=model_labs.quant_algorithms,
+    headline=verdict.quant_algorithms,
     choice_outputs=(
         ChoiceOutput(
             key="best_method",
@@ -377,5 +377,5 @@ LAB = Lab(
             ties_key="best_method_ties",
         ),
     ),
-    concept=model_labs.quant_algorithms_concept,
+    concept=verdict.quant_algorithms_concept,
 )
