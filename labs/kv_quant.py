@@ -89,6 +89,9 @@ class KVQuantResult(LabResult):
     perplexity_vs_baseline: dict[str, float | int | bool]
     kl_divergence: float
     kl_divergence_interval: list[float]
+    window_kl: list[float] = Field(
+        default_factory=list, description="Mean KL of each window: what pairs two runs"
+    )
     top1_agreement: float
     top1_agreement_interval: list[float]
     kv_bits_per_value: float = Field(description="Stored bits per cached value, scales included")
@@ -140,6 +143,7 @@ def run(params: KVQuantParams, ctx: Context) -> KVQuantResult:
         perplexity_vs_baseline=compare(tot, ev.base, "nll").as_dict(),
         kl_divergence=q["kl_divergence"],
         kl_divergence_interval=tot.kl_ci().as_list(),
+        window_kl=tot.window_kl if tot.windows <= spec.MAX_PAIRED_WINDOWS else [],
         top1_agreement=q["top1_agreement"],
         top1_agreement_interval=tot.top1_ci().as_list(),
         kv_bits_per_value=bits,

@@ -108,6 +108,9 @@ class ModelQualityResult(LabResult):
     )
     kl_divergence: float = Field(description="Mean KL(p_ref ‖ p_quantized), nats per token")
     kl_divergence_interval: list[float] = Field(description="95 % interval over windows")
+    window_kl: list[float] = Field(
+        default_factory=list, description="Mean KL of each window: what pairs two runs"
+    )
     top1_agreement: float = Field(description="Share of positions whose argmax agrees")
     top1_agreement_interval: list[float]
     weight_bytes: int = Field(description="Decoder linear weights as stored, scales included")
@@ -194,6 +197,7 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
         perplexity_vs_baseline=compare(tot, ev.base, "nll").as_dict(),
         kl_divergence=q["kl_divergence"],
         kl_divergence_interval=tot.kl_ci().as_list(),
+        window_kl=tot.window_kl if tot.windows <= spec.MAX_PAIRED_WINDOWS else [],
         top1_agreement=q["top1_agreement"],
         top1_agreement_interval=tot.top1_ci().as_list(),
         weight_bytes=weight_bytes,

@@ -184,6 +184,7 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
         "leads": list(zip((a, b), leads, strict=True)),
         "histograms": list(zip((a, b), hists, strict=True)) if hists else [],
         "shared_axes": shared_histograms(hists) if hists else None,
+        "paired_noise": paired_noise(a, b),
         "params": diff(a.params, b.params, _field_titles(lab)),
         # Numbers and words first; element-by-element lists apart (they bury the rest).
         "results": [r for r in differ if not isinstance(r.a or r.b, list | dict)],
@@ -198,6 +199,29 @@ def param_label(lab_id: str, key: str) -> str:
     from labs.registry import get_lab
 
     return _field_titles(get_lab(lab_id)).get(key) or key.replace("_", " ")
+
+
+# What must match for two model-lab runs to have scored the same windows.
+SAME_WINDOWS = ("model", "eval_tokens", "context")
+
+
+def paired_noise(a: Run, b: Run) -> str:
+    """For two model-lab runs on the same held-out windows: B − A of the KL with its 95 %
+    interval, paired window by window, and whether it is inside the noise ("" when the
+    runs cannot be paired)."""
+    from labs.lm.intervals import paired_difference
+    from labs.presenters.intervals import noise_phrase, pm
+
+    wa, wb = (a.result or {}).get("window_kl"), (b.result or {}).get("window_kl")
+    same = all((a.params or {}).get(k) == (b.params or {}).get(k) for k in SAME_WINDOWS)
+    if not (same and wa and wb and len(wa) == len(wb)):
+        return ""
+    d = paired_difference(wb, wa)
+    return (
+        f"KL divergence, B − A: {pm(d.mean, [d.low, d.high], 'nats')}, paired window by "
+        f"window: {noise_phrase(d.as_dict())}"
+        + (": these windows cannot tell the two runs apart." if d.inside_noise else ".")
+    )
 
 
 def _field_titles(lab: Lab | None) -> dict[str, str]:

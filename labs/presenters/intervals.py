@@ -32,8 +32,14 @@ def _decimals(h: float) -> int:
 
 def pm(value: float, interval: Sequence[float] | None, unit: str = "", scale: float = 1.0) -> str:
     """``value ± half-width`` rounded to the interval's precision: (17.83, [17.4, 18.2])
-    → '17.8 ± 0.42'; without an interval (or a zero-width one) the value alone.
-    ``scale`` multiplies both (100 for a share shown in %)."""
+    → '17.83 ± 0.42'; without an interval (or a zero-width one) the value alone; a
+    negative number (a difference) with a true minus sign. ``scale`` multiplies both
+    (100 for a share shown in %)."""
+    return _pm(value, interval, unit, scale).replace("-", "−")
+
+
+def _pm(value: float, interval: Sequence[float] | None, unit: str = "", scale: float = 1.0) -> str:
+    """pm() before the minus signs."""
     v = value * scale
     suffix = f" {unit}" if unit and unit != "%" else (" %" if unit == "%" else "")
     if not interval or len(interval) != 2:

@@ -170,3 +170,25 @@ def test_the_run_page_names_parameters_as_the_form_does(learner) -> None:
     )
     rows = [th.get_text(strip=True) for th in _page(learner, run_id).select("details.params th")]
     assert rows == ["Cache format", "Tokens evaluated"]
+
+
+def test_compare_says_whether_two_formats_differ_beyond_the_noise(learner) -> None:
+    # Issue 20 item 4: words when the difference between two formats is inside the noise,
+    # from the per-window KL both runs stored (same model, tokens and window length).
+    params = {"model": "lowbit-tiny", "eval_tokens": 1024, "context": 256, "format": "q4_0"}
+    q4 = {**QUALITY, "window_kl": [0.0040, 0.0045, 0.0038, 0.0042]}
+    q8 = {**QUALITY, "window_kl": [0.00001, 0.00002, 0.00001, 0.00002]}
+    near = {**QUALITY, "window_kl": [0.0041, 0.0043, 0.0039, 0.0043]}
+
+    def sentence(a: dict, b: dict, b_params: dict) -> str:  # type: ignore[type-arg]
+        ra = make_run(learner, lab_id="model-quality", params=params, result=a)
+        rb = make_run(learner, lab_id="model-quality", params=b_params, result=b)
+        doc = BeautifulSoup(learner.get(f"/runs/compare?a={ra}&b={rb}").text, "html.parser")
+        found = doc.select_one(".compare-noise")
+        return found.get_text(" ", strip=True) if found else ""
+
+    far = sentence(q4, q8, {**params, "format": "q8_0"})
+    assert far.startswith("KL divergence, B − A: −") and "outside the noise of 4 paired" in far
+    same = sentence(q4, near, {**params, "format": "nf4"})
+    assert "inside the noise of 4 paired windows" in same and "cannot tell" in same
+    assert sentence(q4, q8, {**params, "eval_tokens": 2048}) == ""  # other windows: no pairing
