@@ -31,7 +31,7 @@ PRELOAD = (
     "labs.quant.parallel",
     "labs.quant.metrics",
     "tokenizers",
-    "transformers",
+    "labs.lm.hf",  # transformers, without torchao's start-up warnings
     "transformers.models.llama.modeling_llama",
     "transformers.integrations.sdpa_attention",
     "labs.plots",
