@@ -22,6 +22,7 @@ from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
 
+from app.runs.bells import WORKERS, Ringer
 from app.settings import Settings
 
 QUEUES = ("cpu", "gpu")
@@ -52,6 +53,8 @@ class RunQueue:
         self._hueys: dict[str, Huey] = {}
         self._tasks: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # Wakes this host's idle workers at once (app.runs.bells); others poll.
+        self._workers = Ringer(settings.data_dir, WORKERS)
         url = settings.queue_url
         if url and not url.startswith(REDIS_SCHEMES):  # refuse at start-up, not on first run
             raise ValueError(
@@ -88,10 +91,11 @@ class RunQueue:
         )
 
     def enqueue(self, run_id: str, queue: str, short: bool = False) -> None:
-        """A turn for ``run_id`` in its lane of ``queue``."""
+        """A turn for ``run_id`` in its lane of ``queue``; idle workers are woken."""
         name = lane(queue, short)
         self._huey(name)
         self._tasks[name](run_id)
+        self._workers.ring(run_id)
 
     def dequeue(self, lanes: list[str]) -> tuple[str, str] | None:
         """The next (lane, run id) from the first non-empty lane in ``lanes``."""
