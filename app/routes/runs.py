@@ -28,6 +28,7 @@ from app import cpu, notebook, routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import (
     NO_SUCH_RUN,
+    FormDep,
     LabDep,
     LabsDep,
     LearnerDep,
@@ -39,6 +40,7 @@ from app.deps import (
     get_own_run,
 )
 from app.runs import store
+from app.runs.cost import about, ordinal
 from app.runs.service import (
     HISTORY_LIMIT,
     OUTPUT_KINDS,
@@ -77,6 +79,8 @@ After = Annotated[int, Query(ge=0, le=INT32_MAX, description="resume after this 
 Seq = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 templates.env.filters.setdefault("labvalue", format_value)
+templates.env.filters.setdefault("about", about)
+templates.env.filters.setdefault("ordinal", ordinal)
 templates.env.filters.setdefault("runparams", format_params)
 templates.env.globals.setdefault("labhistogram", histogram_svg)
 templates.env.globals.setdefault("run_actuals", notebook.actuals)
@@ -143,9 +147,9 @@ async def api_start_run(
 
 
 @router.get("/api/runs/{run_id}")
-def api_run(run: RunDep, session: SessionDep) -> dict[str, Any]:
+def api_run(run: RunDep, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     return store.run_json(
-        run, store.events_after(session, run.id), store.queue_position(session, run)
+        run, store.events_after(session, run.id), store.queue_place(session, run, settings)
     )
 
 
@@ -164,10 +168,13 @@ def api_cancel(run_id: str, session: SessionDep, learner: LearnerDep) -> dict[st
 
 @dataclass(frozen=True)
 class Waiting:
-    """Where a queued run stands: its place in the queue and whether a worker takes it."""
+    """Where a queued run stands: its place in the order workers take runs, the wait
+    as the page says it ("about 40 s"; "" with no worker up) and whether a worker
+    takes it. Compared between polls, so the wait is kept as said, not in seconds."""
 
     position: int | None
     workers_up: int
+    wait: str = ""
 
 
 def _poll(
@@ -180,9 +187,12 @@ def _poll(
         # status read here means the events read next are complete.
         events = store.events_after(s, run_id, after)
         waiting = None
-        if run.status == "queued":
+        place = store.queue_place(s, run, settings)
+        if place is not None:
             waiting = Waiting(
-                store.queue_position(s, run), store.live_workers(s, run.queue, settings)
+                place.position,
+                store.live_workers(s, run.queue, settings),
+                about(place.wait_s) if place.wait_s is not None else "",
             )
         return run, events, waiting
 
@@ -267,7 +277,11 @@ def api_events(
 
     def status(run: Run, waiting: Waiting | None) -> str:
         place = waiting.position if waiting else None
-        return sse("status", json.dumps({"status": run.status, "queue_position": place}))
+        wait = waiting.wait if waiting else ""
+        return sse(
+            "status",
+            json.dumps({"status": run.status, "queue_position": place, "queue_wait": wait}),
+        )
 
     def end(run: Run) -> str:
         return sse(
@@ -309,6 +323,7 @@ def html_events(
                     waiting.workers_up if waiting else 0,
                     csrf_token,
                     level,
+                    waiting.wait if waiting else "",
                 )
             ),
         )
@@ -380,7 +395,10 @@ def run_cancel(
     settings: SettingsDep,
     labs: LabsDep,
     learner: LearnerDep,
+    form: FormDep,
 ) -> Response:
+    """Cancel from the run's page (htmx swaps the run in place) or from a history
+    table (back to the table: ``next``, a path on this site)."""
     run = store.cancel_run(session, run_id, learner)
     if run is None:
         raise HTTPException(404, NO_SUCH_RUN)
@@ -388,7 +406,9 @@ def run_cancel(
         ctx = run_context(session, settings, labs, run)
         ctx["heading_level"] = heading_level(request)
         return render(request, "runs/run.html", ctx, block_name="run")
-    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+    back = str(form.get("next") or "")
+    local = back.startswith("/") and not back.startswith("//") and "\\" not in back
+    return RedirectResponse(back if local else f"/runs/{run_id}", status_code=303)
 
 
 @router.get("/runs/{run_id}/plots/{seq}.svg")
