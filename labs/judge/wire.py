@@ -133,7 +133,8 @@ def _enc_tensor(torch: Any, t: Any) -> dict[str, Any]:
         )
     if t.layout != torch.strided or t.is_quantized:
         raise WireError("only dense tensors can be returned (not sparse or quantized ones)")
-    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    # A fresh buffer: views, expanded (stride 0) and size-1 dims all become plain bytes.
+    flat = torch.empty(t.numel(), dtype=t.dtype).copy_(t.detach().reshape(-1))
     raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
     if sys.byteorder != "little" and flat.element_size() > 1:
         raw = raw.reshape(-1, flat.element_size()).flip(1).reshape(-1)

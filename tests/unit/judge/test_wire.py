@@ -88,6 +88,11 @@ def test_tensor_edge_shapes_views_and_grad():
     t = torch.arange(12.0).reshape(3, 4).t()  # not contiguous
     assert torch.equal(roundtrip(t), t)
     assert torch.equal(roundtrip(torch.ones(2, requires_grad=True)), torch.ones(2))
+    expanded = torch.tensor(3.0).expand(1).clone()  # stride 0 on a size-1 dim
+    assert torch.equal(roundtrip(expanded), torch.tensor([3.0]))
+    assert torch.equal(
+        roundtrip(torch.tensor([1.0, 2.0]).expand(3, 2)), torch.tensor([[1.0, 2.0]] * 3)
+    )
 
 
 def test_tensor_bytes_are_little_endian_row_major():
