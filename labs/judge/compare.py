@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from labs.judge.kit import Verdict
@@ -271,5 +271,38 @@ def number_check(
         return _with_cause(
             message, _likely(mistakes, lambda m: close(float(got), float(m))), detail
         )
+
+    return check
+
+
+def tuple_check(parts: Sequence[tuple[str, Check]], *, mistakes: Mistakes | None = None) -> Check:
+    """A tuple whose items are judged by their own checks, named in the messages.
+
+    A mistake gives the whole tuple; it is the likely cause when every item of the
+    learner's tuple passes its check against it."""
+    mistakes = mistakes or {}
+    names = ", ".join(name for name, _ in parts)
+
+    def judge_all(expected: Any, got: tuple[Any, ...]) -> list[tuple[str, Verdict]]:
+        return [(name, c(e, g)) for (name, c), e, g in zip(parts, expected, got, strict=True)]
+
+    def check(expected: Any, got: Any) -> Verdict:
+        if isinstance(got, list):
+            got = tuple(got)
+        if not isinstance(got, tuple) or len(got) != len(parts):
+            what = f"a {type_name(got)}" + (f" of {len(got)}" if isinstance(got, tuple) else "")
+            msg = f"expected a tuple of {len(parts)} ({names}), got {what}"
+            return Verdict(False, msg, {"likely_cause": None})
+        verdicts = judge_all(expected, got)
+        detail: dict[str, Any] = {name: v.detail for name, v in verdicts}
+        failed = [(name, v) for name, v in verdicts if not v.passed]
+        if not failed:
+            return Verdict(True, "; ".join(f"{name}: {v.message}" for name, v in verdicts), detail)
+        message = "\n".join(f"{name}: {v.message}" for name, v in failed)
+
+        def matches(m: Any) -> bool:
+            return all(v.passed for _, v in judge_all(m, got))
+
+        return _with_cause(message, _likely(mistakes, matches), detail)
 
     return check
