@@ -1,5 +1,4 @@
 # expect: scaled down
-import torch
 
 
 def awq_scales(w, x):
