@@ -9,7 +9,7 @@ def q8_0_kernel(x_ptr, d_ptr, q_ptr, BLOCK: tl.constexpr):
     offsets = pid * BLOCK + tl.arange(0, BLOCK)
     v = tl.load(x_ptr + offsets)
     d = tl.max(tl.abs(v), axis=0) / 127.0
-    inverse = tl.where(d == 0.0, 0.0, 1.0 / d)
+    inverse = tl.where(d == 0.0, 0.0, 1.0 / tl.where(d == 0.0, 1.0, d))  # no 1/0 computed
     scaled = v * inverse
     whole = tl.where(scaled >= 0, tl.floor(scaled), tl.ceil(scaled))
     step = tl.where(scaled >= 0, 1.0, -1.0)
