@@ -13,11 +13,13 @@ from app import cpu, errors, metrics
 from app.content import Catalogue
 from app.content.store import ContentStore
 from app.db import make_engine, make_sessionmaker
+from app.exercises import load_exercises
 from app.logging import configure_logging
 from app.middleware import LowbitMiddleware
 from app.ratelimit import Limiter
 from app.routes import (
     accounts,
+    exercises,
     health,
     lessons,
     notebook,
@@ -94,6 +96,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     app.state.content = store
     app.state.static = manifest
     app.state.labs = lab_catalogue(settings) if labs is None else labs
+    app.state.exercises = load_exercises(settings)
     app.state.run_queue = RunQueue(settings)  # opens its storage on the first enqueue
     templates.env.globals["static_url"] = manifest.url
 
@@ -104,6 +107,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
         lessons,
         lab_pages,
         runs,
+        exercises,
         shares,
         reports,
         search,

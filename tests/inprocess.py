@@ -62,6 +62,8 @@ class Seeded:
             "token": "no-such-share-token",  # a share link (app.routes.shares): 404s
             "name": css,
             "file_name": f"{next(iter(cat.figures))}.svg",  # a card figure
+            "exercise_id": next(iter(app.state.exercises), "q8_0-quantize"),
+            "submission_id": "no-such-submission",  # 404s, like another learner's
         }
 
 

@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from app.db import make_engine, make_sessionmaker
-from app.runs import claims
+from app.runs import claims, judging
 from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import QUEUES, RunQueue
 from app.settings import Settings
@@ -121,6 +121,8 @@ class LabWorker:
         self.queues = [q for q in settings.queues if q in QUEUES]
         self.static_env: dict[str, Any] = {}
         self.forks: ForkServer | None = None
+        # Learner code never reaches the fork server: it runs in the judge's sandbox.
+        self.grading = judging.Grading(settings)
 
     # -- set-up -----------------------------------------------------------
 
@@ -232,6 +234,7 @@ class LabWorker:
             log.exception("could not mark the worker stopped")
         if self.forks is not None:
             self.forks.close()
+        self.grading.close()
         self.engine.dispose()
         log.info("worker stopped", extra={"worker": self.worker_id})
         return 0
@@ -287,7 +290,10 @@ class LabWorker:
             extra={"run": run_id, "lab": run.lab_id, "attempt": run.attempts, "queue": run.queue},
         )
         try:
-            self._execute(run_id, run.lab_id, run.params, run.attempts, run.queue)
+            if run.kind == "submission":
+                self._judge(run_id)
+            else:
+                self._execute(run_id, run.lab_id, run.params, run.attempts, run.queue)
         except Exception as e:  # never leave a claimed run heartbeating forever
             log.exception("run failed inside the worker", extra={"run": run_id})
             claims.finish(
@@ -355,6 +361,21 @@ class LabWorker:
 
         outcome = self.run_job(Job(lab, params, cfg), store, should_stop)
         self._record(run_id, queue, outcome, env)
+
+    def _judge(self, run_id: str) -> None:
+        """Grade an exercise submission (``app.runs.judging``) and record the verdict."""
+        sub = self._db("submission", lambda: judging.load(self.factory, run_id))
+        verdict = self.grading.grade(sub.exercise_id, sub.mode, sub.code)
+        if not self._db(
+            "finish",
+            lambda: judging.record(
+                self.factory, run_id, self.worker_id, sub.learner_id, sub.exercise_id, verdict
+            ),
+            FINISH_RETRY_S,
+        ):
+            log.warning("submission ended elsewhere first", extra={"run": run_id})
+            return
+        log.info("submission judged", extra={"run": run_id, "verdict": verdict.verdict})
 
     def _record(self, run_id: str, queue: str, outcome: Outcome, env: dict[str, Any]) -> None:
         env = {**env, **outcome.environment}
