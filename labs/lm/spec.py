@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from labs.lm import models
+from labs.quant.spec import SPECS
 
 ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
 MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
@@ -38,7 +39,7 @@ FormatKey = Literal[
     "q4_k",
     "q6_k",
 ]
-FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)
+FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)  # a test holds them to labs.quant.spec
 #: Formats that take a ``granularity`` option ("tensor", "channel" or a block size).
 GRANULAR = ("int8", "int4", "fp8_e4m3", "fp8_e5m2")
 Granularity = Literal["default", "tensor", "channel"] | int
@@ -72,25 +73,8 @@ def label(fmt: str, granularity: str | int) -> str:
 
 
 # Elements per block along a row for each labs.quant key with its default options
-# (None: one scale per row or tensor). A test checks it against labs.quant.FORMATS.
-BLOCK_SIZES: dict[str, int | None] = {
-    "int8": None,
-    "int4": 128,
-    "fp8_e4m3": None,
-    "fp8_e5m2": None,
-    "mxfp8_e4m3": 32,
-    "mxfp8_e5m2": 32,
-    "mxfp6_e2m3": 32,
-    "mxfp6_e3m2": 32,
-    "mxfp4": 32,
-    "nvfp4": 16,
-    "nf4": 64,
-    "q8_0": 32,
-    "q4_0": 32,
-    "q4_1": 32,
-    "q4_k": 256,
-    "q6_k": 256,
-}
+# (None: one scale per row or tensor), from the torch-free table of formats.
+BLOCK_SIZES: dict[str, int | None] = {key.value: row.block_size for key, row in SPECS.items()}
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,16 @@
 Importing this package imports no torch: every module imports it inside the functions
 that compute, so the web process can read ``FORMATS`` and the torch-free table of formats,
 ``labs.quant.spec`` (``FormatKey``, ``SPECS``). The first quantization imports torch.
+The format classes load on first use of ``FORMATS`` or ``quantize``; ``labs.quant.spec``
+alone loads nothing else of the library.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
-from labs.quant import formats as _formats  # noqa: F401  (registers every format)
 from labs.quant.constants import (
     E8M0_EXPONENT_BIAS,
     F4_E2M1_MAX,
@@ -26,14 +29,43 @@ from labs.quant.constants import (
     F8_E4M3_MAX,
     F8_E5M2_MAX,
 )
-from labs.quant.core import Format, Layout, bits_per_value, get_format, quantize, registry
 from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey, FormatSpec
-from labs.quant.tensor import Affine, QuantizedTensor
 
-#: Every format by key, with its default options, in ``FormatKey`` order.
-FORMATS: MappingProxyType[str, Format] = MappingProxyType(
-    {key.value: registry()[key]() for key in FormatKey}
-)
+if TYPE_CHECKING:
+    from labs.quant.core import Format, Layout, bits_per_value, get_format, quantize
+    from labs.quant.tensor import Affine, QuantizedTensor
+
+    FORMATS: MappingProxyType[str, Format]
+
+# Loaded on first use, so that ``import labs.quant.spec`` (which imports this package
+# first) loads the table of formats alone: not the format classes, the block operations
+# or the native extension.
+_LAZY = {
+    "Format": "labs.quant.core",
+    "Layout": "labs.quant.core",
+    "bits_per_value": "labs.quant.core",
+    "get_format": "labs.quant.core",
+    "quantize": "labs.quant.core",
+    "Affine": "labs.quant.tensor",
+    "QuantizedTensor": "labs.quant.tensor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FORMATS":
+        from labs.quant.core import registry
+
+        import_module("labs.quant.formats")  # registers every format
+        formats = MappingProxyType({key.value: registry()[key]() for key in FormatKey})
+        globals()["FORMATS"] = formats  # Every format by key, in ``FormatKey`` order.
+        return formats
+    if name in _LAZY:
+        import_module("labs.quant.formats")
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'labs.quant' has no attribute {name!r}")
+
 
 __all__ = [
     "E8M0_EXPONENT_BIAS",

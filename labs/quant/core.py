@@ -419,6 +419,9 @@ def _raise_if_nonfinite(key: str, x: torch.Tensor, values: list[torch.Tensor]) -
 
 
 def registry() -> Mapping[str, type[Format]]:
+    """Every format class by key (importing ``labs.quant.formats`` registers them)."""
+    import labs.quant.formats  # noqa: F401
+
     return _REGISTRY
 
 

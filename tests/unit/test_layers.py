@@ -117,3 +117,20 @@ def test_no_module_is_longer_than_the_cap() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def test_the_table_of_formats_loads_alone() -> None:
+    """``labs.quant.spec`` is the torch-free table of formats: importing it loads no
+    format class, no block operation, no native extension and no torch (it loaded 20
+    modules of the library and the C extension)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, labs.quant.spec; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('labs', 'torch')))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["labs", "labs.quant", "labs.quant.constants", "labs.quant.spec"]
