@@ -37,7 +37,13 @@ $(VENDOR): node_modules/.package-lock.json
 	cp node_modules/htmx.org/dist/htmx.min.js static/vendor/htmx.min.js
 	cp node_modules/htmx-ext-sse/dist/sse.js static/vendor/sse.js
 
-static: $(VENDOR)
+# The exercise editor: CodeMirror 6 and its Python mode, bundled by esbuild.
+static/vendor/editor.js: static/src/editor.js node_modules/.package-lock.json
+	mkdir -p static/vendor
+	node_modules/.bin/esbuild static/src/editor.js --bundle --minify --format=iife \
+	  --target=es2020 --legal-comments=none --outfile=$@
+
+static: $(VENDOR) static/vendor/editor.js
 
 # Browser tests drive Debian's Chromium (Playwright cannot download browsers here).
 browser:

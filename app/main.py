@@ -19,6 +19,7 @@ from app.middleware import LowbitMiddleware
 from app.ratelimit import Limiter
 from app.routes import (
     accounts,
+    exercise_pages,
     exercises,
     health,
     lessons,
@@ -108,6 +109,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
         lab_pages,
         runs,
         exercises,
+        exercise_pages,
         shares,
         reports,
         search,

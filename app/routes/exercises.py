@@ -7,65 +7,31 @@ A learner sees only their own submissions: anyone else's answers 404. The pages
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-from fastapi import Depends, HTTPException, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from sqlalchemy.orm import Session
 
 from app import routes
-from app.db import Run, Submission
+from app.db import Run
 from app.deps import (
+    ExerciseDep,
+    ExercisesDep,
     LearnerDep,
     QueueDep,
     SessionDep,
     SettingsDep,
+    SubmissionDep,
     anonymous_run_limit,
 )
 from app.runs import submissions
 from app.runs.live import SSE_HEADERS, After, Waiting, resume_from, stream
-from app.runs.queue import RunQueue
 from app.runs.store import RunRefused
 from app.runs.views import sse
-from app.settings import Settings
 from app.streams import SlotStreamingResponse, StreamSlot
-from labs.judge.kit import Exercise
 
 router = routes.router(tags=["exercises"])
-
-NO_SUCH_SUBMISSION = "No such submission (or it is not yours)."
-
-
-def get_exercises(request: Request) -> dict[str, Exercise]:
-    found: dict[str, Exercise] = request.app.state.exercises
-    return found
-
-
-def get_path_exercise(
-    exercise_id: str, request: Request, exercises: dict[str, Exercise] = Depends(get_exercises)
-) -> Exercise:
-    ex = exercises.get(exercise_id)
-    if ex is None:
-        if request.url.path.startswith("/api/"):
-            raise HTTPException(404, f"No exercise {exercise_id!r}. GET /api/exercises lists them.")
-        raise HTTPException(404, f"There is no exercise called {exercise_id!r}.")
-    return ex
-
-
-def get_own_submission(
-    submission_id: str, session: SessionDep, learner: LearnerDep
-) -> tuple[Run, Submission]:
-    found = submissions.get(session, submission_id, learner)
-    session.commit()  # hold no connection while the route waits for a thread
-    if found is None:
-        raise HTTPException(404, NO_SUCH_SUBMISSION)
-    return found
-
-
-ExercisesDep = Annotated[dict[str, Exercise], Depends(get_exercises)]
-ExerciseDep = Annotated[Exercise, Depends(get_path_exercise)]
-SubmissionDep = Annotated[tuple[Run, Submission], Depends(get_own_submission)]
 
 
 @router.get("/api/exercises")
@@ -74,23 +40,6 @@ def api_exercises(exercises: ExercisesDep) -> list[dict[str, Any]]:
         {"id": ex.id, "title": ex.title, "language": ex.language, "concepts": list(ex.concepts)}
         for ex in exercises.values()
     ]
-
-
-def start_submission(
-    request: Request,
-    session: Session,
-    settings: Settings,
-    queue: RunQueue,
-    learner: str,
-    ex: Exercise,
-    code: str,
-    mode: str,
-) -> Run:
-    """Create and enqueue a submission; ``RunRefused`` for 422/429 (both routes use it)."""
-    limit = anonymous_run_limit(request)
-    if limit is not None:
-        limit()
-    return submissions.create(session, settings, queue, learner, ex.id, code, mode)
 
 
 @router.post("/api/exercises/{exercise_id}/submissions", status_code=202)
@@ -107,7 +56,8 @@ async def api_submit(
     def parse_and_start() -> Run:
         try:
             code, mode = submissions.parse_request(body)
-            return start_submission(request, session, settings, queue, learner, ex, code, mode)
+            limit = anonymous_run_limit(request)
+            return submissions.create(session, settings, queue, learner, ex.id, code, mode, limit)
         finally:
             session.close()
 

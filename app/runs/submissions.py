@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -84,8 +85,12 @@ def create(
     exercise_id: str,
     code: str,
     mode: str,
+    limit: Callable[[], None] | None = None,
 ) -> Run:
-    """Insert the run and its submission under the learner's quotas, then enqueue."""
+    """Insert the run and its submission under the learner's quotas, then enqueue.
+    ``limit`` may raise ``RateLimited`` (the per-client limit on anonymous runs)."""
+    if limit is not None:
+        limit()
     now = check_quotas(session, settings, learner_id, gpu=False)
     run = Run(
         learner_id=learner_id,
