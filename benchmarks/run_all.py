@@ -9,7 +9,16 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["quant.py", "pages.py", "labs.py", "model_labs.py", "load.py", "burst.py", "fuzz.py"]
+SCRIPTS = [
+    "quant.py",
+    "pages.py",
+    "labs.py",
+    "exercises.py",
+    "model_labs.py",
+    "load.py",
+    "burst.py",
+    "fuzz.py",
+]
 
 
 def main() -> int:
