@@ -106,3 +106,15 @@ def test_giving_up_shows_the_solution_and_queues_the_concepts_for_review(inproc:
     finally:
         engine.dispose()
     assert any(r.startswith(f"term:{ex.concepts[0]}/") for r in refs)
+
+
+def test_cards_link_the_exercises_that_practise_them(inproc: InProcess) -> None:
+    c = inproc.learner()
+    for ex in inproc.app.state.exercises.values():
+        for slug in ex.concepts:
+            page = soup(c.get(f"/terms/{slug}"))
+            section = page.find("section", class_="practice")
+            assert section is not None, slug
+            assert f"/exercises/{ex.id}" in {a["href"] for a in section.find_all("a")}
+        page = soup(c.get(f"/exercises/{ex.id}"))
+        assert {f"/terms/{s}" for s in ex.concepts} <= {a["href"] for a in page.find_all("a")}
