@@ -46,6 +46,15 @@ def cmd_content_check(args: argparse.Namespace) -> int:
     print(
         f"content OK: {len(cat.terms)} terms, {len(cat.lessons)} lessons, {len(cat.collections)} collections"
     )
+    from labs.judge.check import check_all  # grades every reference solution: imports torch
+
+    count, problems = check_all(content_dir)
+    for problem in problems:
+        print(f"exercises/{problem}", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} problem(s) in {content_dir / 'exercises'}", file=sys.stderr)
+        return 1
+    print(f"exercises OK: {count}, each reference solution passes every case")
     return 0
 
 

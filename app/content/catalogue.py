@@ -54,6 +54,8 @@ class Catalogue:
     collections: dict[str, Collection]
     aliases: dict[str, str]  # lower-cased alias or title -> slug
     figures: dict[str, FigureFile] = field(default_factory=dict)  # content/figures/*.svg
+    # content/exercises/<id>/: labs.judge.kit.Exercise by id (front matter only, no torch)
+    exercises: dict[str, Any] = field(default_factory=dict)
     # Rendered fragments the web layer keeps per catalogue (see routes/terms.py):
     # filled once per card, dropped with the catalogue when content reloads.
     rendered: dict[str, Any] = field(default_factory=dict, repr=False)

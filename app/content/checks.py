@@ -12,7 +12,7 @@ from app.content.figures import figure_problem
 from app.content.problems import Problem, line_of_text
 
 INTERNAL_LINK_RE = re.compile(
-    r'href="(/(?:terms|lessons|labs|collections)(?:/[^"#?]*)?)(?:[?#][^"]*)?"'
+    r'href="(/(?:terms|lessons|labs|collections|exercises)(?:/[^"#?]*)?)(?:[?#][^"]*)?"'
 )
 
 LabIds = set[str] | None  # None: labs are not checked
@@ -23,7 +23,8 @@ def _internal_links(html_text: str) -> list[str]:
 
 
 def link_ok(cat: Catalogue, link: str, lab_ids: LabIds) -> bool:
-    """An internal link (``/terms/x``, ``/lessons/y``, ``/labs/z``, ``/collections/c``)
+    """An internal link (``/terms/x``, ``/lessons/y``, ``/labs/z``, ``/collections/c``,
+    ``/exercises/e``)
     names something that exists; an area's index always does."""
     parts = link.strip("/").split("/")
     area, rest = parts[0], parts[1:]
@@ -40,6 +41,8 @@ def link_ok(cat: Catalogue, link: str, lab_ids: LabIds) -> bool:
         return target in cat.collections
     if area == "labs":
         return lab_ids is None or target in lab_ids
+    if area == "exercises":
+        return target in cat.exercises
     return False
 
 

@@ -277,6 +277,30 @@ def _load_lessons(reader: _Reader, content_dir: Path) -> dict[str, Lesson]:
     return lessons
 
 
+def _load_exercises(reader: _Reader, content_dir: Path, terms: dict[str, Term]) -> dict[str, Any]:
+    """Each exercise folder's front matter (labs.judge.kit; torch-free). Running the
+    reference solutions is ``lowbit content check``'s job (labs.judge.check)."""
+    from labs.judge.kit import ExerciseError, load_exercise
+
+    root = content_dir / "exercises"
+    exercises: dict[str, Any] = {}
+    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    for folder in folders:
+        if folder.name.startswith(("_", ".")):
+            continue
+        readme = reader.rel(folder / "README.md")
+        try:
+            ex = load_exercise(folder)
+        except ExerciseError as e:
+            reader.add(readme, 1, str(e))
+            continue
+        for slug in ex.concepts:
+            if slug not in terms:
+                reader.add(readme, 1, f"concept {slug!r} is not a term card")
+        exercises[ex.id] = ex
+    return exercises
+
+
 def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalogue:
     """Load and cross-check all content; raise ContentError listing every problem.
 
@@ -291,6 +315,7 @@ def load_catalogue(content_dir: Path, lab_ids: set[str] | None = None) -> Catalo
         collections=collections,
         aliases=aliases,
         figures=reader.figure_files,
+        exercises=_load_exercises(reader, content_dir, terms),
     )
     reader.problems.extend(cross_check(cat, lab_ids))
     reader.problems.extend(check_rules(cat))  # claims the registries decide (issue 15)

@@ -93,6 +93,47 @@ def _field_lines(want: dict[str, Any], got: dict[str, Any], first_element: int) 
     return lines
 
 
+def _first_block_difference(
+    expected: bytes, got: bytes, block_bytes: int, block_values: int, describe: Describe | None
+) -> tuple[int, list[str], dict[str, Any]]:
+    """(first differing block, message lines, detail) for two byte strings of one length."""
+    blocks = len(expected) // block_bytes
+    first = next(i for i in range(len(expected)) if expected[i] != got[i])
+    b = first // block_bytes
+    lo = b * block_bytes
+    want, have = expected[lo : lo + block_bytes], got[lo : lo + block_bytes]
+    differing = {i for i in range(block_bytes) if want[i] != have[i]}
+    bad_blocks = sum(
+        expected[k * block_bytes : (k + 1) * block_bytes]
+        != got[k * block_bytes : (k + 1) * block_bytes]
+        for k in range(blocks)
+    )
+    detail: dict[str, Any] = {
+        "block": b,
+        "differing_blocks": bad_blocks,
+        "first_byte": first,
+        "differing_bytes": sorted(differing),
+        "expected_hex": want.hex(" "),
+        "got_hex": have.hex(" "),
+    }
+    lines = [
+        f"{bad_blocks} of {blocks} blocks differ; the first is block {b} "
+        f"(values {b * block_values}–{(b + 1) * block_values - 1}, bytes {lo}–{lo + block_bytes - 1})."
+    ]
+    if describe:
+        want_f, have_f = describe(want), describe(have)
+        detail |= {"expected_fields": want_f, "got_fields": have_f}
+        lines += _field_lines(want_f, have_f, b * block_values)
+    start = (min(differing) // 8) * 8
+    stop = start + HEX_WINDOW
+    lines.append(
+        f"  bytes {start}–{min(stop, block_bytes) - 1} of the block, differing ones in [ ]:"
+    )
+    lines.append(f"    expected {hex_marked(want, differing, start, stop)}")
+    lines.append(f"    got      {hex_marked(have, differing, start, stop)}")
+    return b, lines, detail
+
+
 def bytes_check(
     *,
     block_bytes: int,
@@ -110,9 +151,8 @@ def bytes_check(
             return Verdict(False, f"expected bytes, got a {type_name(got)}", {"likely_cause": None})
         blocks = len(expected) // block_bytes
         if got == expected:
-            return Verdict(
-                True, f"{blocks} blocks ({len(expected)} bytes), bit-exact", {"blocks": blocks}
-            )
+            message = f"{blocks} blocks ({len(expected)} bytes), bit-exact"
+            return Verdict(True, message, {"blocks": blocks})
         detail: dict[str, Any] = {
             "blocks": blocks,
             "expected_bytes": len(expected),
@@ -123,45 +163,13 @@ def bytes_check(
                 f"expected {len(expected)} bytes ({blocks} blocks of {block_bytes}), got {len(got)}"
             )
             return _with_cause(message, _likely(mistakes, lambda m: m == got), detail)
-        first = next(i for i in range(len(expected)) if expected[i] != got[i])
-        b = first // block_bytes
-        lo = b * block_bytes
-        want, have = expected[lo : lo + block_bytes], got[lo : lo + block_bytes]
-        differing = {i for i in range(block_bytes) if want[i] != have[i]}
-        bad_blocks = sum(
-            expected[k * block_bytes : (k + 1) * block_bytes]
-            != got[k * block_bytes : (k + 1) * block_bytes]
-            for k in range(blocks)
-        )
-        detail |= {
-            "block": b,
-            "differing_blocks": bad_blocks,
-            "first_byte": first,
-            "differing_bytes": sorted(differing),
-            "expected_hex": want.hex(" "),
-            "got_hex": have.hex(" "),
-        }
-        lines = [
-            f"{bad_blocks} of {blocks} blocks differ; the first is block {b} "
-            f"(values {b * block_values}–{(b + 1) * block_values - 1}, bytes {lo}–{lo + block_bytes - 1})."
-        ]
-        if describe:
-            want_f, have_f = describe(want), describe(have)
-            detail |= {"expected_fields": want_f, "got_fields": have_f}
-            lines += _field_lines(want_f, have_f, b * block_values)
-        start = (min(differing) // 8) * 8
-        stop = start + HEX_WINDOW
-        lines.append(
-            f"  bytes {start}–{min(stop, block_bytes) - 1} of the block, differing ones in [ ]:"
-        )
-        lines.append(f"    expected {hex_marked(want, differing, start, stop)}")
-        lines.append(f"    got      {hex_marked(have, differing, start, stop)}")
+        b, lines, more = _first_block_difference(expected, got, block_bytes, block_values, describe)
+        detail |= more
+        lo, hi = b * block_bytes, (b + 1) * block_bytes
 
-        def matches(m: Any) -> bool:
+        def matches(m: Any) -> bool:  # the mistake everywhere, or on the first differing block
             return (
-                isinstance(m, bytes)
-                and len(m) == len(got)
-                and (m == got or m[lo : lo + block_bytes] == have)
+                isinstance(m, bytes) and len(m) == len(got) and (m == got or m[lo:hi] == got[lo:hi])
             )
 
         return _with_cause("\n".join(lines), _likely(mistakes, matches), detail)
