@@ -28,6 +28,11 @@ from labs.judge.sandbox import Execution, Judge, JudgeUnavailable
 log = logging.getLogger("lowbit.worker")
 
 MIN_WALL_S = 2.0
+# Exercises whose passing quantizer then quantizes the shipped model (labs.judge.model_proof):
+# exercise id -> the format its bytes are in.
+MODEL_PROOFS = {"q8_0-quantize": "q8_0"}
+# The proof runs the learner's function once per decoder linear: longer than a test run.
+PROOF_LIMITS = Limits(wall_s=60.0, cpu_s=60)
 
 
 @dataclass
@@ -39,6 +44,7 @@ class Verdict:
     output_truncated: bool = False
     seconds: float = 0.0
     sandbox: dict[str, Any] = field(default_factory=dict)
+    model_proof: dict[str, Any] | None = None
 
 
 class Grading:
@@ -94,7 +100,27 @@ class Grading:
             results = kit.grade(ex, mode, execute)
         except JudgeUnavailable as e:
             return Verdict("error", f"Your code was not run: {e}.")
-        return summarise(results, runs)
+        verdict = summarise(results, runs)
+        if verdict.verdict == "passed" and mode == "submit" and ex.id in MODEL_PROOFS:
+            verdict.model_proof = self.prove(ex, code, MODEL_PROOFS[ex.id])
+        return verdict
+
+    def prove(self, ex: Any, code: str, fmt: str) -> dict[str, Any]:
+        """The learner's quantizer on every decoder linear of the shipped model, beside
+        lowbit's (KL divergence and top-1 agreement); ``{"error": ...}`` if it fails."""
+        from labs.judge import kit
+        from labs.judge.model_proof import ProofError, model_proof
+
+        def execute(calls: list[Any]) -> list[Any]:
+            e = self.judge().run(code, [(c.function, tuple(c.args)) for c in calls], PROOF_LIMITS)
+            if e.results is None:
+                raise ProofError(e.message or "your code produced no results")
+            return [kit.CallResult(r["value"], r["error"], float(r["seconds"])) for r in e.results]
+
+        try:
+            return model_proof(ex.function, fmt, execute).as_dict()
+        except (ProofError, JudgeUnavailable) as e:
+            return {"error": str(e)}
 
 
 def summarise(results: list[Any], runs: list[Execution]) -> Verdict:

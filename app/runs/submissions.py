@@ -188,5 +188,7 @@ def to_json(run: Run, sub: Submission) -> dict[str, Any]:
         "output_truncated": sub.output_truncated,
         "seconds": sub.seconds,
         "sandbox": run.sandbox,
+        # After a passing Submit of a quantizer: the shipped model quantized with it.
+        "model_proof": (run.result or {}).get("model_proof"),
         "created_at": sub.created_at.isoformat(),
     }

@@ -118,3 +118,46 @@ def test_cards_link_the_exercises_that_practise_them(inproc: InProcess) -> None:
             assert f"/exercises/{ex.id}" in {a["href"] for a in section.find_all("a")}
         page = soup(c.get(f"/exercises/{ex.id}"))
         assert {f"/terms/{s}" for s in ex.concepts} <= {a["href"] for a in page.find_all("a")}
+
+
+def test_a_model_proof_is_shown_beside_the_reference(inproc: InProcess) -> None:
+    from sqlalchemy import update
+
+    from app.db import Run, Submission
+
+    c = inproc.learner()
+    sid = c.post(f"/api/exercises/{EX}/submissions", json={"code": "x", "mode": "submit"}).json()[
+        "id"
+    ]
+    scores = {
+        "perplexity": 9.5,
+        "perplexity_delta": 0.01,
+        "kl_divergence": 0.000123,
+        "top1_agreement": 0.987,
+    }
+    proof = {
+        "format": "q8_0",
+        "tensors": 28,
+        "identical_tensors": 28,
+        "learner": scores,
+        "reference": scores,
+        "eval_tokens": 2048,
+        "context": 128,
+        "seconds": 3.0,
+    }
+    engine = make_engine(inproc.settings.db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            s.execute(
+                update(Run)
+                .where(Run.id == sid)
+                .values(status="succeeded", result={"model_proof": proof})
+            )
+            s.execute(update(Submission).where(Submission.id == sid).values(verdict="passed"))
+            s.commit()
+    finally:
+        engine.dispose()
+    assert c.get(f"/api/submissions/{sid}").json()["model_proof"] == proof
+    table = soup(c.get(f"/submissions/{sid}")).find("table", class_="proof")
+    rows = [[td.text for td in tr.find_all("td")] for tr in table.tbody.find_all("tr")]
+    assert rows == [["0.000123", "98.70 %", "9.500"]] * 2
