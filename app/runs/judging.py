@@ -94,7 +94,7 @@ class Grading:
             if e.results is None:
                 why = e.message or "your code produced no results"
                 return [kit.CallResult(None, why, 0.0) for _ in calls]
-            return [kit.CallResult(r["value"], r["error"], float(r["seconds"])) for r in e.results]
+            return call_results(e)
 
         try:
             results = kit.grade(ex, mode, execute)
@@ -108,19 +108,25 @@ class Grading:
     def prove(self, ex: Any, code: str, fmt: str) -> dict[str, Any]:
         """The learner's quantizer on every decoder linear of the shipped model, beside
         lowbit's (KL divergence and top-1 agreement); ``{"error": ...}`` if it fails."""
-        from labs.judge import kit
         from labs.judge.model_proof import ProofError, model_proof
 
         def execute(calls: list[Any]) -> list[Any]:
             e = self.judge().run(code, [(c.function, tuple(c.args)) for c in calls], PROOF_LIMITS)
             if e.results is None:
                 raise ProofError(e.message or "your code produced no results")
-            return [kit.CallResult(r["value"], r["error"], float(r["seconds"])) for r in e.results]
+            return call_results(e)
 
         try:
             return model_proof(ex.function, fmt, execute).as_dict()
         except (ProofError, JudgeUnavailable) as e:
             return {"error": str(e)}
+
+
+def call_results(e: Execution) -> list[Any]:
+    """The sandbox's per-call results as the kit's ``CallResult``s."""
+    from labs.judge.kit import CallResult
+
+    return [CallResult(r["value"], r["error"], float(r["seconds"])) for r in e.results or []]
 
 
 def summarise(results: list[Any], runs: list[Execution]) -> Verdict:
