@@ -63,3 +63,20 @@ def test_verdicts(grading: Grading, code: str, verdict: str, says: str | None) -
 def test_unknown_exercise_is_an_error(grading: Grading) -> None:
     v = grading.grade("no-such-exercise", "examples", "x = 1")
     assert v.verdict == "error" and "no-such-exercise" in (v.message or "")
+
+
+def exercise_ids() -> list[str]:
+    return sorted(
+        p.name for p in (ROOT / "content" / "exercises").iterdir() if (p / "tests.py").is_file()
+    )
+
+
+@pytest.mark.parametrize("exercise_id", exercise_ids())
+def test_every_reference_solution_passes_inside_the_sandbox(
+    grading: Grading, exercise_id: str
+) -> None:
+    # lowbit content check runs them in process; this runs them where learners' code
+    # runs: the bubblewrap sandbox, Triton under its interpreter, torch from the zygote.
+    ex = grading.exercises()[exercise_id]
+    v = grading.grade(exercise_id, "examples", ex.solution)
+    assert v.verdict == "passed", (v.message, [t["message"] for t in v.tests if not t["passed"]])
