@@ -24,11 +24,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from labs.judge import wire
+from labs.judge import cgroups, wire
 from labs.judge.policy import SANDBOX_TMP, SECCOMP_DENY, Limits, bwrap_args
 
 START_TIMEOUT_S = 90.0  # importing torch on a loaded 2-core machine
 GRACE_S = 5.0  # past the wall time before the whole sandbox is killed from outside
+# The sandbox's cgroup holds the zygote, bwrap's init and every child: room for a
+# fork-bombing child's full RLIMIT_NPROC and then some.
+CGROUP_TASKS_PER_NPROC = 2
 EXIT_LIMITS_FAILED = 71
 EXIT_BAD_PAYLOAD = 72
 # What every submission must have had; any of them missing refuses the submission.
@@ -95,6 +98,7 @@ class Judge:
         self._buffer = b""
         self._eof = False
         self._inside: dict[str, dict[str, Any]] = {}
+        self._cgroup = cgroups.Cgroup(detail="not started")
         self._lock = threading.Lock()
 
     # -- the sandbox's life ---------------------------------------------------
@@ -107,6 +111,9 @@ class Judge:
         seccomp_fd = _compile_seccomp()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         args = bwrap_args(self.bwrap, seccomp_fd, theirs.fileno(), self.limits, os.geteuid() == 0)
+        lim = self.limits
+        self._cgroup = cgroups.create(lim.address_space_bytes, lim.nproc * CGROUP_TASKS_PER_NPROC)
+        args = self._cgroup.wrap(args)
         try:
             self._proc = subprocess.Popen(
                 args,
@@ -148,6 +155,7 @@ class Judge:
             if self._proc.stderr is not None:
                 self._proc.stderr.close()
             self._proc = None
+        self._cgroup.remove()
 
     def _reply(self, timeout_s: float) -> dict[str, Any] | None:
         assert self._ctrl is not None
@@ -199,10 +207,7 @@ class Judge:
                 "detail": f"{limits.wall_s:g} s, then the tree is killed",
             },
             "output": {"enabled": True, "detail": f"{limits.output_bytes} bytes kept"},
-            "cgroup": {
-                "enabled": False,
-                "detail": "not used: rlimits and the tmpfs cap hold memory and files",
-            },
+            "cgroup": {"enabled": self._cgroup.enabled, "detail": self._cgroup.detail},
         }
         p.update(self._inside)
         return p

@@ -274,3 +274,36 @@ def test_refuses_without_bubblewrap() -> None:
     j = Judge(FAST, bwrap="")
     with pytest.raises(JudgeUnavailable, match="bubblewrap"):
         j.run("def f():\n    return 1\n", [("f", ())])
+
+
+def test_the_sandbox_runs_in_its_own_cgroup_where_one_can_be_made(judge: Judge) -> None:
+    e = run(judge, "return 1")
+    cg = e.protections["cgroup"]
+    if os.geteuid() == 0 and Path("/sys/fs/cgroup/pids").is_dir():
+        assert cg["enabled"], cg
+        procs = [Path(d) / "cgroup.procs" for d in judge._cgroup.dirs]
+        inside = {int(p) for f in procs for p in f.read_text().split()}
+        assert judge._proc is not None and judge._proc.pid in inside  # bwrap, born inside
+    else:
+        assert not cg["enabled"] and "not available" in cg["detail"]
+
+
+def test_cgroups_v1_and_v2_limits_are_written(tmp_path: Path) -> None:
+    from labs.judge import cgroups
+
+    for controller in ("memory", "pids"):
+        (tmp_path / "v1" / controller).mkdir(parents=True)
+    v1 = cgroups.create(2**30, 100, root=tmp_path / "v1")
+    assert v1.enabled and "v1" in v1.detail
+    assert {d.parent.name: sorted(p.name for p in d.iterdir()) for d in v1.dirs} == {
+        "memory": ["memory.limit_in_bytes"],
+        "pids": ["pids.max"],
+    }
+    wrapped = v1.wrap(["bwrap", "--x"])
+    assert wrapped[:2] == ["/bin/sh", "-c"] and wrapped[-3:] == ["--", "bwrap", "--x"]
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "cgroup.controllers").write_text("memory pids")
+    v2 = cgroups.create(2**30, 100, root=tmp_path / "v2")
+    assert v2.enabled and (v2.dirs[0] / "memory.max").read_text() == str(2**30)
+    missing = cgroups.create(2**30, 100, root=tmp_path / "none")
+    assert not missing.enabled and missing.wrap(["bwrap"]) == ["bwrap"]
