@@ -246,10 +246,12 @@ def run_compare(
     return render(request, "runs/compare.html", compare_context(session, labs, a, b))
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse)
+@router.get("/runs/{run_id}", response_class=HTMLResponse, response_model=None)
 def run_page(
     run: RunDep, request: Request, session: SessionDep, settings: SettingsDep, labs: LabsDep
-) -> HTMLResponse:
+) -> Response:
+    if run.kind == "submission":  # an exercise submission has its own page
+        return RedirectResponse(f"/submissions/{run.id}", status_code=303)
     ctx = run_context(session, settings, labs, run)
     ctx["heading_level"] = heading_level(request)
     resp = render(request, "runs/run.html", ctx, block_name="run")

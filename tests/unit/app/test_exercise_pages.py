@@ -161,3 +161,11 @@ def test_a_model_proof_is_shown_beside_the_reference(inproc: InProcess) -> None:
     table = soup(c.get(f"/submissions/{sid}")).find("table", class_="proof")
     rows = [[td.text for td in tr.find_all("td")] for tr in table.tbody.find_all("tr")]
     assert rows == [["0.000123", "98.70 %", "9.500"]] * 2
+
+
+def test_the_run_page_of_a_submission_leads_to_its_result(inproc: InProcess) -> None:
+    c = inproc.learner()
+    sid = c.post(f"/api/exercises/{EX}/submissions", json={"code": "x"}).json()["id"]
+    r = c.get(f"/runs/{sid}")
+    assert r.status_code == 303 and r.headers["location"] == f"/submissions/{sid}"
+    assert sid not in c.get("/runs").text  # the lab run history lists lab runs only
