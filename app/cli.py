@@ -181,7 +181,7 @@ def cmd_lab_run(args: argparse.Namespace) -> int:
     from labs.registry import all_labs
     from labs.runtime.cli import lab_run
 
-    return lab_run(all_labs(), args.lab, args.param or [])
+    return lab_run(all_labs(), args.lab, args.param or [], as_json=args.json)
 
 
 def cmd_user_create(args: argparse.Namespace) -> int:
@@ -229,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument(
         "--param", action="append", metavar="K=V", help="a parameter; V is JSON when valid JSON"
     )
+    lr.add_argument("--json", action="store_true", help="print the exact result as JSON")
     lr.set_defaults(fn=cmd_lab_run)
 
     u = sub.add_parser("user", help="accounts")

@@ -270,6 +270,9 @@ class NotebookEntry(Base):
     predicted_value: Mapped[float | None] = mapped_column(Float)
     predicted_unit: Mapped[str | None] = mapped_column(String(20))
     metric: Mapped[str | None] = mapped_column(String(64))
+    # A prediction by choice (which weight kind, which method): what was chosen and won.
+    predicted_choice: Mapped[str | None] = mapped_column(String(64))
+    actual_choice: Mapped[str | None] = mapped_column(String(64))
     actual_value: Mapped[float | None] = mapped_column(Float)
     prediction_correct: Mapped[bool | None] = mapped_column(Boolean)
     next_step: Mapped[str] = mapped_column(Text, default="")

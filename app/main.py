@@ -35,6 +35,7 @@ from app.routes import (
     terms,
 )
 from app.routes import labs as lab_pages
+from app.runs.bells import RunNews
 from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import RunQueue
 from app.search import sync_index
@@ -77,7 +78,11 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.web_threads
         index(store.catalogue)
         store.on_load = index
-        yield
+        app.state.run_news.start()  # streams wake when a worker rings (app.runs.bells)
+        try:
+            yield
+        finally:
+            app.state.run_news.stop()
         engine.dispose()
 
     app = FastAPI(
@@ -99,6 +104,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     app.state.labs = lab_catalogue(settings) if labs is None else labs
     app.state.exercises = load_exercises(settings)
     app.state.run_queue = RunQueue(settings)  # opens its storage on the first enqueue
+    app.state.run_news = RunNews(settings.data_dir)
     templates.env.globals["static_url"] = manifest.url
 
     for module in (

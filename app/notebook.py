@@ -19,11 +19,13 @@ from app import review
 from app.db import NotebookEntry, Run, utcnow
 from app.markdown import render_markdown
 from app.quiz import AnswerError, convert, parse_number
-from labs.base import Lab
+from labs.base import INTERVAL_SUFFIX, ChoiceOutput, Lab
+from labs.headline import human_label
 from labs.registry import get_lab
 
 PREDICTION_TOLERANCE = 0.10  # relative: within 10 % counts as a good prediction
 MAX_TEXT = 2000
+PERCENT = 100
 
 
 class PredictionError(ValueError):
@@ -41,10 +43,45 @@ class Prediction:
     value: float | None
     unit: str | None
     metric: str | None
+    choice: str | None = None
 
     @property
     def empty(self) -> bool:
-        return not self.text and self.value is None
+        return not self.text and self.value is None and self.choice is None
+
+
+def output_label(key: str, unit: str = "") -> str:
+    """A predictable output as words: ('kl_divergence', 'nats') → 'KL divergence (nats)';
+    a unit the words already say is not repeated ('perplexity', not 'perplexity
+    (perplexity)')."""
+    words = human_label(key).replace("Kl ", "KL ").replace("Top1", "Top-1")
+    shown = "%" if unit == "fraction" else unit
+    return f"{words} ({shown})" if shown and shown.lower() not in words.lower() else words
+
+
+def shown_value(value: float | None, unit: str | None) -> str:
+    """A predicted or measured number as the form asked for it: a share in %."""
+    if value is None:
+        return "—"
+    if unit == "fraction":
+        return f"{value * PERCENT:,.4g} %"
+    return f"{value:,.6g}"
+
+
+def _choice_output(lab: Lab, key: str | None) -> ChoiceOutput | None:
+    return next((c for c in lab.choice_outputs if c.key == key), None)
+
+
+def _read_choice(lab: Lab, form: dict[str, str], text: str) -> Prediction | None:
+    """A prediction by choice (``_choice`` = "key:option"), or None when none was made."""
+    raw = form.get("_choice", "").strip()
+    if not raw:
+        return None
+    key, _, option = raw.partition(":")
+    out = _choice_output(lab, key)
+    if out is None or option not in out.options:
+        raise PredictionError("Choose one of the options offered.", field="_choice")
+    return Prediction(text, None, None, key, option)
 
 
 def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
@@ -54,6 +91,9 @@ def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
         raise PredictionError(
             "The prediction contains a NUL character; remove it.", field="_prediction"
         )
+    choice = _read_choice(lab, form, text)
+    if choice is not None:
+        return choice
     raw = form.get("_predicted_value", "").strip()
     units = dict(lab.numeric_outputs)
     metric = form.get("_metric", "") or (lab.numeric_outputs[0][0] if lab.numeric_outputs else "")
@@ -63,6 +103,8 @@ def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
         raise PredictionError("Choose which result your number predicts.", field="_metric")
     try:
         value, unit = parse_number(raw)
+        if units[metric] == "fraction" and (unit == "%" or (unit is None and value > 1)):
+            value, unit = value / PERCENT, None  # the form asks for a share in %
         value, _ = convert(value, unit, units[metric])
     except AnswerError as e:
         raise PredictionError(
@@ -84,6 +126,7 @@ def record(
         prediction=pred.text,
         predicted_value=pred.value,
         predicted_unit=pred.unit,
+        predicted_choice=pred.choice,
         metric=pred.metric,
     )
     session.add(entry)
@@ -91,7 +134,7 @@ def record(
     return entry
 
 
-def _number(result: dict[str, Any] | None, key: str | None) -> float | None:
+def _node(result: dict[str, Any] | None, key: str | None) -> Any:
     if not result or not key:
         return None
     node: Any = result
@@ -102,9 +145,26 @@ def _number(result: dict[str, Any] | None, key: str | None) -> float | None:
             node = node[part]
         else:
             return None
+    return node
+
+
+def _number(result: dict[str, Any] | None, key: str | None) -> float | None:
+    node = _node(result, key)
     if isinstance(node, bool) or not isinstance(node, int | float) or not math.isfinite(node):
         return None
     return float(node)
+
+
+def interval(result: dict[str, Any] | None, key: str | None) -> tuple[float, float] | None:
+    """The 95 % interval a run stored beside output ``key``, or None."""
+    node = _node(result, f"{key}{INTERVAL_SUFFIX}" if key else None)
+    if (
+        isinstance(node, list)
+        and len(node) == 2
+        and all(isinstance(v, int | float) and math.isfinite(v) for v in node)
+    ):
+        return float(node[0]), float(node[1])
+    return None
 
 
 def actuals(run: Run | None) -> list[tuple[str, str]]:
@@ -114,36 +174,121 @@ def actuals(run: Run | None) -> list[tuple[str, str]]:
     if run is None or not run.is_final or not run.result:
         return []
     lab = get_lab(run.lab_id)
+    if lab is None:
+        return []
+    from labs.presenters.intervals import pm
+
     out = []
-    for key, unit in lab.numeric_outputs if lab else ():
+    for c in lab.choice_outputs:
+        won = _node(run.result, c.key)
+        if isinstance(won, str):
+            ties = [t for t in _node(run.result, c.ties_key) or [] if t != won]
+            out.append(
+                (c.label, won + (f" (tied within the noise: {', '.join(ties)})" if ties else ""))
+            )
+    for key, unit in lab.numeric_outputs:
         value = _number(run.result, key)
         if value is not None:
-            out.append((key.replace("_", " "), f"{value:,.6g} {unit}".strip()))
+            scale, shown = (100.0, "%") if unit == "fraction" else (1.0, unit)
+            shown = "" if shown.lower() == key else shown  # not "perplexity perplexity"
+            iv = interval(run.result, key)
+            text = pm(value, iv, shown, scale) if iv else f"{value * scale:,.6g} {shown}".strip()
+            out.append((output_label(key, unit), text))
     return out
 
 
 def settle(session: Session, entry: NotebookEntry, run: Run | None) -> None:
     """Once the run has ended, fill in the actual value and grade the prediction (idempotent)."""
-    if (
-        run is None
-        or not run.is_final
-        or entry.actual_value is not None
-        or entry.predicted_value is None
-    ):
+    if run is None or not run.is_final or entry.prediction_correct is not None:
         return
-    actual = _number(run.result, entry.metric)
-    if actual is None:
+    if entry.predicted_choice is not None:
+        if not _settle_choice(entry, run):
+            return
+    elif entry.predicted_value is None or not _settle_number(entry, run):
         return
-    entry.actual_value = actual
-    entry.prediction_correct = abs(entry.predicted_value - actual) <= PREDICTION_TOLERANCE * max(
-        abs(actual), 1e-12
-    )
     entry.updated_at = utcnow()
     if not entry.prediction_correct:
         card = review.get_or_create(session, entry.learner_id, "prediction", entry.id)
         if card.reps == 0:
             review.rate(session, card, 1)
     session.commit()
+
+
+def _settle_number(entry: NotebookEntry, run: Run) -> bool:
+    """Grade a numeric prediction: right within PREDICTION_TOLERANCE of the value, or
+    anywhere inside the 95 % interval the run measured (the run cannot tell it apart)."""
+    actual = _number(run.result, entry.metric)
+    if actual is None or entry.predicted_value is None:
+        return False
+    entry.actual_value = actual
+    guess = entry.predicted_value
+    iv = interval(run.result, entry.metric)
+    close = abs(guess - actual) <= PREDICTION_TOLERANCE * max(abs(actual), 1e-12)
+    entry.prediction_correct = close or (iv is not None and iv[0] <= guess <= iv[1])
+    return True
+
+
+def _settle_choice(entry: NotebookEntry, run: Run) -> bool:
+    """Grade a choice: right when it is the winner or tied with it within the noise."""
+    lab = get_lab(run.lab_id)
+    out = _choice_output(lab, entry.metric) if lab else None
+    won = _node(run.result, entry.metric) if out else None
+    if out is None or not isinstance(won, str):
+        return False
+    ties = _node(run.result, out.ties_key) or []
+    entry.actual_choice = won
+    entry.prediction_correct = entry.predicted_choice == won or entry.predicted_choice in ties
+    return True
+
+
+def _close(entry: NotebookEntry) -> bool:
+    return (
+        entry.actual_value is not None
+        and entry.predicted_value is not None
+        and abs(entry.predicted_value - entry.actual_value)
+        <= PREDICTION_TOLERANCE * max(abs(entry.actual_value), 1e-12)
+    )
+
+
+def grade_phrase(entry: NotebookEntry, run: Run | None) -> str:
+    """How a graded prediction did, as a phrase for reports ("" before grading):
+    'within 10 %', 'inside the run's 95 % interval', 'tied with gptq within the noise'."""
+    if entry.prediction_correct is None:
+        return ""
+    limit = f"{PREDICTION_TOLERANCE:.0%}".replace("%", " %")
+    choice = getattr(entry, "predicted_choice", None)
+    if choice is not None:
+        won = entry.actual_choice
+        if choice == won:
+            return f"right: {won} won"
+        if entry.prediction_correct:
+            return f"right within the noise: tied with the winner, {won}"
+        return f"{won} won, clear of {choice}"
+    if entry.prediction_correct:
+        return f"within {limit}" if _close(entry) else "inside the run's 95 % interval"
+    outside = interval(run.result if run else None, entry.metric) is not None
+    return f"off by more than {limit}" + (" and outside the 95 % interval" if outside else "")
+
+
+def grade_words(entry: NotebookEntry, run: Run | None) -> str:
+    """Why a graded prediction is right or wrong, as the run page's sentence."""
+    phrase = grade_phrase(entry, run)
+    if not phrase:
+        return ""
+    if getattr(entry, "predicted_choice", None) is not None:
+        if entry.predicted_choice == entry.actual_choice:
+            return f"Right: {entry.actual_choice} won."
+        if entry.prediction_correct:
+            return (
+                f"Right as far as this run can tell: {entry.predicted_choice} is inside the "
+                f"noise of the winner, {entry.actual_choice}."
+            )
+        return f"Not this time: {phrase}."
+    if entry.prediction_correct and _close(entry):
+        return f"{phrase[:1].upper()}{phrase[1:]} — good prediction."
+    if entry.prediction_correct:
+        return "Inside the run's 95 % interval — as right as this run can tell."
+    return f"{phrase[:1].upper()}{phrase[1:]}."
 
 
 def for_run(session: Session, run: Run) -> NotebookEntry | None:
@@ -181,15 +326,12 @@ def search(session: Session, learner: str, q: str = "", limit: int = 200) -> lis
     return list(session.scalars(stmt.order_by(NotebookEntry.created_at.desc()).limit(limit)))
 
 
-def verdict(correct: bool | None) -> str:
-    """How a graded numeric prediction did ("" before it is graded)."""
-    if correct is None:
-        return ""
-    limit = f"{PREDICTION_TOLERANCE:.0%}".replace("%", " %")
-    return f"within {limit}" if correct else f"off by more than {limit}"
-
-
 def to_markdown(entries: list[NotebookEntry], runs_by_id: dict[str, Run]) -> str:
     """The notebook as a Markdown report (``templates/reports/notebook.md``):
     prediction, parameters, outcome, environment, next step."""
-    return render_markdown("notebook.md", entries=entries, runs_by_id=runs_by_id, verdict=verdict)
+    return render_markdown(
+        "notebook.md",
+        entries=entries,
+        runs_by_id=runs_by_id,
+        verdict=lambda e: grade_phrase(e, runs_by_id.get(e.run_id or "")),
+    )

@@ -168,6 +168,35 @@ class Context(Protocol):
 
 
 @dataclass(frozen=True)
+class ChoiceOutput:
+    """A result a learner predicts by choosing, not by a number: which weight kind is
+    most sensitive, which method wins. ``key`` holds the winner in the result;
+    ``ties_key`` (optional) the options a paired comparison cannot tell from it (inside
+    the noise), each of which also counts as a right prediction."""
+
+    key: str
+    label: str
+    options: tuple[str, ...]
+    ties_key: str = ""
+
+
+@dataclass(frozen=True)
+class Concept:
+    """A review question about the idea a wrong prediction missed ("which is larger,
+    and why"), computed from the run's stored result: ``answer`` indexes ``choices``."""
+
+    prompt: str
+    choices: tuple[str, ...]
+    answer: int
+    explanation: str
+
+
+# A numeric output ``key`` may come with ``key + INTERVAL_SUFFIX`` in the result: its
+# 95 % interval ``[low, high]``. A prediction inside it is as right as the run can tell.
+INTERVAL_SUFFIX = "_interval"
+
+
+@dataclass(frozen=True)
 class Lab:
     id: str
     title: str
@@ -181,6 +210,10 @@ class Lab:
     # The run page's headline tiles from the stored result (labs.headline); None: the
     # numeric outputs.
     headline: Callable[[Mapping[str, Any]], list[Tile]] | None = None
+    choice_outputs: tuple[ChoiceOutput, ...] = ()  # what a learner can predict by choosing
+    # The review question a wrong prediction of ``metric`` becomes, from the stored
+    # result; None: the lab has none.
+    concept: Callable[[Mapping[str, Any], str], Concept | None] | None = None
 
     @property
     def queue(self) -> str:

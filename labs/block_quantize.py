@@ -146,6 +146,10 @@ class BlockView(BaseModel):
         description="How a two-level scale is stored (k-quants: the super-block's fp16 d "
         "times the sub-block's integer scale, and the same for the minimum)",
     )
+    size: int | None = Field(
+        default=None, description="Values in the whole block (values shows the first ones)"
+    )
+    absmax: float | None = Field(default=None, description="Largest |value| in the whole block")
     values: list[float]
     codes: list[int]
     dequantized: list[float]
@@ -383,6 +387,7 @@ def _first_blocks(
     shown = []
     for b in range(min(SHOWN_BLOCKS, per_row)):
         keep = valid[b][:SHOWN_ELEMENTS_PER_BLOCK]
+        whole = xb[b][valid[b]]
         s_idx = (
             b if stored.numel() == layout.n_blocks else (0 if stored.numel() == 1 else b // per_row)
         )
@@ -393,6 +398,8 @@ def _first_blocks(
                 effective_scale=float(scale.reshape(-1)[b]),
                 offset=None if offset is None else float(offset.reshape(-1)[b]),
                 stored=_two_level_scale(q.fields, b),
+                size=int(whole.numel()),
+                absmax=float(whole.abs().max()) if whole.numel() else 0.0,
                 values=[float(v) for v in xb[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
                 codes=[int(c) for c in q.qdata[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],
                 dequantized=[float(v) for v in db[b][:SHOWN_ELEMENTS_PER_BLOCK][keep].tolist()],

@@ -451,10 +451,18 @@ FACTS.update(
 from labs.facts_decoding import DECODING_FACTS  # noqa: E402
 from labs.facts_hardware import HARDWARE_FACTS  # noqa: E402
 from labs.facts_kernels import KERNEL_FACTS  # noqa: E402  (helper cards-cuda: the CUDA core)
+from labs.facts_lowbit import LOWBIT_FACTS  # noqa: E402  (i-quants, codebooks, W4A8, ternary)
 from labs.facts_moe import MOE_FACTS  # noqa: E402
 from labs.facts_serving import SERVING_FACTS  # noqa: E402
 
-for _table in (SERVING_FACTS, MOE_FACTS, DECODING_FACTS, HARDWARE_FACTS, KERNEL_FACTS):
+for _table in (
+    SERVING_FACTS,
+    MOE_FACTS,
+    DECODING_FACTS,
+    HARDWARE_FACTS,
+    KERNEL_FACTS,
+    LOWBIT_FACTS,
+):
     if _clash := FACTS.keys() & _table.keys():  # a silent overwrite would re-key content
         raise RuntimeError(f"fact functions registered twice: {sorted(_clash)}")
     FACTS.update(_table)

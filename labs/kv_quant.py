@@ -9,13 +9,14 @@ quantized keys.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
 from labs.lm.session import ModelParams, field_error
+from labs.presenters import model_labs
 
 Granularity = Literal["per-tensor", "per-head", "per-token", "kivi"]
 POSITION_BINS = 8
@@ -23,7 +24,7 @@ POSITION_BINS = 8
 
 class KVQuantParams(ModelParams):
     kv_format: spec.FormatKey = Field(
-        default="int4", description="labs.quant format of the cached keys and values"
+        default="int4", title="Cache format", description="Format of the cached keys and values"
     )
     granularity: Granularity = Field(
         default="per-token",
@@ -31,7 +32,11 @@ class KVQuantParams(ModelParams):
         "values per token)",
     )
     group: int = Field(
-        default=32, ge=1, le=2048, description="kivi: tokens sharing one key-channel scale"
+        default=32,
+        ge=1,
+        le=2048,
+        title="KIVI group",
+        description="With kivi: tokens sharing one key-channel scale",
     )
 
     @model_validator(mode="after")
@@ -66,6 +71,7 @@ class PositionBin(BaseModel):
     start: int
     stop: int
     kl_divergence: float
+    kl_interval: list[float] = Field(default_factory=list, description="95 % over windows")
 
 
 class KVQuantResult(LabResult):
@@ -74,14 +80,29 @@ class KVQuantResult(LabResult):
     granularity: str
     device: str
     eval_tokens: int
+    windows: int
     baseline_perplexity: float
+    baseline_perplexity_interval: list[float] = Field(description="95 % interval over windows")
     perplexity: float
+    perplexity_interval: list[float]
     perplexity_delta: float
+    perplexity_vs_baseline: dict[str, float | int | bool]
     kl_divergence: float
+    kl_divergence_interval: list[float]
+    window_kl: list[float] = Field(
+        default_factory=list, description="Mean KL of each window: what pairs two runs"
+    )
     top1_agreement: float
+    top1_agreement_interval: list[float]
     kv_bits_per_value: float = Field(description="Stored bits per cached value, scales included")
     kv_bytes_ratio_vs_bf16: float
+    kv_bytes_per_token: float = Field(description="Cache bytes per token, all layers, K and V")
+    baseline_kv_bytes_per_token: float = Field(description="The same in bf16")
     kl_by_position: list[PositionBin]
+    position_trend: dict[str, float | int | bool] = Field(
+        description="Paired difference of the last and first position bins' KL, per window"
+    )
+    finding: str
     seconds: float
 
 
@@ -89,6 +110,7 @@ def run(params: KVQuantParams, ctx: Context) -> KVQuantResult:
     import time
 
     from labs.lm import session
+    from labs.lm.evaluate import compare
     from labs.lm.kvcache import KVSetting, quantized_kv
 
     t0 = time.perf_counter()
@@ -99,57 +121,92 @@ def run(params: KVQuantParams, ctx: Context) -> KVQuantResult:
     with quantized_kv(ev.model, setting):
         tot = session.score(ev, ctx, 0.45, 0.5, f"KV cache in {params.kv_format}")
     q = session.quality(tot, ev.base)
-    assert tot.kl_by_position is not None
-    pos = tot.kl_by_position / tot.windows  # mean KL at each predicted position
-    n = pos.numel()
-    edges = [round(i * n / POSITION_BINS) for i in range(POSITION_BINS + 1)]
-    bins = [
-        PositionBin(start=a + 1, stop=b, kl_divergence=float(pos[a:b].mean()))
-        for a, b in zip(edges, edges[1:], strict=False)
-        if b > a
-    ]
-    from labs.plots import line_chart
-
-    ctx.plot(
-        "KL divergence by position",
-        line_chart(
-            {
-                params.granularity: (
-                    [(b.start + b.stop) / 2 for b in bins],
-                    [b.kl_divergence for b in bins],
-                )
-            },
-            title=f"KV cache in {params.kv_format}: KL by position in the window",
-            x_label="position in window (tokens)",
-            y_label="KL, nats/token",
-        ),
-        {"bins": [b.model_dump() for b in bins]},
-    )
-    ctx.table(
-        "KL divergence by position in the window",
-        ["positions", "KL nats/token"],
-        [[f"{b.start}–{b.stop}", b.kl_divergence] for b in bins],
-    )
+    bins, trend = _position_bins(tot)
+    _present(ctx, params, bins)
     bits = 8 * setting.nbytes / max(1, setting.numel)
+    tokens = tot.windows * params.context
     ctx.metric("kl_divergence", q["kl_divergence"], "nats", "KL vs full-precision cache")
     ctx.metric("kv_bits_per_value", bits, "bits", "bits per cached value")
     ctx.progress(1.0, "done")
-    return KVQuantResult(
+    result = KVQuantResult(
         model=params.model,
         kv_format=params.kv_format,
         granularity=params.granularity,
         device=ctx.device,
         eval_tokens=params.eval_tokens,
+        windows=tot.windows,
         baseline_perplexity=ev.base.perplexity(),
+        baseline_perplexity_interval=list(ev.base.perplexity_interval()),
         perplexity=q["perplexity"],
+        perplexity_interval=list(tot.perplexity_interval()),
         perplexity_delta=q["perplexity_delta"],
+        perplexity_vs_baseline=compare(tot, ev.base, "nll").as_dict(),
         kl_divergence=q["kl_divergence"],
+        kl_divergence_interval=tot.kl_ci().as_list(),
+        window_kl=tot.window_kl if tot.windows <= spec.MAX_PAIRED_WINDOWS else [],
         top1_agreement=q["top1_agreement"],
+        top1_agreement_interval=tot.top1_ci().as_list(),
         kv_bits_per_value=bits,
         kv_bytes_ratio_vs_bf16=setting.nbytes / max(1, setting.bf16_bytes),
+        kv_bytes_per_token=setting.nbytes / tokens,
+        baseline_kv_bytes_per_token=setting.bf16_bytes / tokens,
         kl_by_position=bins,
+        position_trend=trend,
+        finding="",
         seconds=time.perf_counter() - t0,
     )
+    result.finding = model_labs.kv_quant_finding(result.model_dump())
+    return result
+
+
+def _position_bins(tot: Any) -> tuple[list[PositionBin], dict[str, float | int | bool]]:
+    """KL by position in the window, in POSITION_BINS bins, each with its interval over
+    windows, and the paired last-minus-first bin difference: whether later tokens,
+    which attend over more quantized keys, really fare worse or it is noise."""
+    from labs.lm.intervals import mean_interval, paired_difference
+
+    assert tot.kl_positions is not None
+    per_window = tot.kl_positions  # [windows, positions]
+    n = per_window.shape[1]
+    edges = [round(i * n / POSITION_BINS) for i in range(POSITION_BINS + 1)]
+    spans = [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a]
+    means = [per_window[:, a:b].mean(1).tolist() for a, b in spans]
+    bins = []
+    for (a, b), values in zip(spans, means, strict=True):
+        iv = mean_interval(values, lower=0.0)
+        bins.append(
+            PositionBin(start=a + 1, stop=b, kl_divergence=iv.estimate, kl_interval=iv.as_list())
+        )
+    return bins, paired_difference(means[-1], means[0]).as_dict()
+
+
+def _present(ctx: Context, params: KVQuantParams, bins: list[PositionBin]) -> None:
+    from labs.model_charts import band_line
+
+    ctx.plot(
+        "KL divergence by position",
+        band_line(
+            [(b.start + b.stop) / 2 for b in bins],
+            [b.kl_divergence for b in bins],
+            [b.kl_interval[0] for b in bins],
+            [b.kl_interval[1] for b in bins],
+            title=f"KV cache in {params.kv_format}, {params.granularity}: KL by position",
+            x_label="position in the window (tokens)",
+            y_label="KL, nats per token",
+        ),
+        {"bins": [b.model_dump() for b in bins]},
+    )
+    ctx.table(
+        "KL divergence by position in the window",
+        ["positions", "KL nats/token", "95 % interval"],
+        [[f"{b.start}–{b.stop}", b.kl_divergence, _span(b.kl_interval)] for b in bins],
+    )
+
+
+def _span(iv: list[float]) -> str:
+    from labs.headline import readable
+
+    return f"{readable(iv[0])} to {readable(iv[1])}"
 
 
 LAB = Lab(
@@ -163,5 +220,11 @@ LAB = Lab(
     run=run,
     time_limit_s=300.0,
     memory_limit_mb=4096,
-    numeric_outputs=(("kl_divergence", "nats"), ("perplexity", "perplexity")),
+    numeric_outputs=(
+        ("kl_divergence", "nats"),
+        ("top1_agreement", "fraction"),
+        ("perplexity", "perplexity"),
+    ),
+    headline=model_labs.kv_quant,
+    concept=model_labs.kv_quant_concept,
 )

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
 from labs.lm.session import ModelParams, field_error
+from labs.presenters import model_labs
 
 Tensors = Literal["all", "attention", "mlp"]
 MAX_KEEP = 64
@@ -26,14 +27,16 @@ SAMPLE_TOKENS = 24
 class WeightParams(ModelParams):
     """Which weights are quantized, and to what (shared with tensor-sensitivity)."""
 
-    format: spec.FormatKey = Field(default="q4_0", description="The labs.quant format")
+    format: spec.FormatKey = Field(default="q4_0", description="The weights' format")
     granularity: spec.Granularity = Field(
         default="default",
         description="For int8/int4/fp8: tensor, channel or a block size (e.g. 128); "
         "default keeps the format's own",
     )
     tensors: Tensors = Field(
-        default="all", description="Which decoder linear layers: all, attention or mlp"
+        default="all",
+        title="Which weights",
+        description="Which decoder linear layers: all, attention or mlp",
     )
 
     @model_validator(mode="after")
@@ -61,6 +64,7 @@ class ModelQualityParams(WeightParams):
     keep: list[str] = Field(
         default_factory=list,
         max_length=MAX_KEEP,
+        title="Kept in full precision",
         description="Name patterns left in full precision, e.g. down_proj or layers.0.*",
     )
 
@@ -99,8 +103,16 @@ class ModelQualityResult(LabResult):
     perplexity: float
     perplexity_interval: list[float]
     perplexity_delta: float
+    perplexity_vs_baseline: dict[str, float | int | bool] = Field(
+        description="Paired difference of mean NLL per window, quantized − unquantized"
+    )
     kl_divergence: float = Field(description="Mean KL(p_ref ‖ p_quantized), nats per token")
+    kl_divergence_interval: list[float] = Field(description="95 % interval over windows")
+    window_kl: list[float] = Field(
+        default_factory=list, description="Mean KL of each window: what pairs two runs"
+    )
     top1_agreement: float = Field(description="Share of positions whose argmax agrees")
+    top1_agreement_interval: list[float]
     weight_bytes: int = Field(description="Decoder linear weights as stored, scales included")
     baseline_weight_bytes: int = Field(description="The same weights in the model's dtype")
     bits_per_weight: float
@@ -109,6 +121,7 @@ class ModelQualityResult(LabResult):
     kept_tensors: list[str]
     tensor_table: list[TensorRow]
     sample: Sample
+    finding: str = Field(description="What the run shows, in two or three sentences")
     seconds: float
 
 
@@ -116,6 +129,7 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
     import time
 
     from labs.lm import card, fakequant, session
+    from labs.lm.evaluate import compare
 
     t0 = time.perf_counter()
     ev = session.open_evaluation(params, ctx, 0.0, 0.35)
@@ -160,20 +174,7 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
         ["tensor", "shape", "bits", "SQNR dB"],
         [[r.name, "×".join(map(str, r.shape)), r.bits, r.sqnr_db] for r in rows],
     )
-    from labs.plots import bar_chart
-
-    shown = [r for r in rows if r.quantized and r.sqnr_db is not None]
-    if shown:
-        ctx.plot(
-            "SQNR of each quantized weight",
-            bar_chart(
-                [r.name.removeprefix("model.layers.") for r in shown],
-                [float(r.sqnr_db or 0.0) for r in shown],
-                title=f"{fmt_label}: signal-to-quantization-noise of each weight",
-                value_label="SQNR (dB, higher is better)",
-            ),
-            {"tensors": [r.name for r in shown], "sqnr_db": [r.sqnr_db for r in shown]},
-        )
+    _plot_sqnr(ctx, rows, fmt_label)
     prompt = card.SAMPLE_PROMPT
     ctx.table(
         "greedy continuation",
@@ -181,7 +182,7 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
         [["baseline", prompt + base_sample], [fmt_label, prompt + q_sample]],
     )
     ctx.progress(1.0, "done")
-    return ModelQualityResult(
+    result = ModelQualityResult(
         model=params.model,
         format=fmt_label,
         device=ctx.device,
@@ -193,8 +194,12 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
         perplexity=q["perplexity"],
         perplexity_interval=list(tot.perplexity_interval()),
         perplexity_delta=q["perplexity_delta"],
+        perplexity_vs_baseline=compare(tot, ev.base, "nll").as_dict(),
         kl_divergence=q["kl_divergence"],
+        kl_divergence_interval=tot.kl_ci().as_list(),
+        window_kl=tot.window_kl if tot.windows <= spec.MAX_PAIRED_WINDOWS else [],
         top1_agreement=q["top1_agreement"],
+        top1_agreement_interval=tot.top1_ci().as_list(),
         weight_bytes=weight_bytes,
         baseline_weight_bytes=baseline_bytes,
         bits_per_weight=8 * weight_bytes / numel,
@@ -203,7 +208,37 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
         kept_tensors=kept,
         tensor_table=rows,
         sample=Sample(prompt=prompt, baseline=base_sample, quantized=q_sample),
+        finding="",
         seconds=time.perf_counter() - t0,
+    )
+    result.finding = model_labs.model_quality_finding(result.model_dump())
+    return result
+
+
+def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
+    """SQNR by kind of weight, whiskers from its worst to its best layer: 28 bars of
+    dotted names did not read, and a layer x kind colour grid painted 0.1 dB of noise as
+    contrast."""
+    from labs.model_charts import interval_bars
+
+    shown = [r for r in rows if r.quantized and r.sqnr_db is not None]
+    if not shown:
+        return
+    kinds = [k for k in spec.KINDS if any(r.name.endswith("." + k) for r in shown)]
+    by_kind = {
+        k: [float(r.sqnr_db or 0.0) for r in shown if r.name.endswith("." + k)] for k in kinds
+    }
+    ctx.plot(
+        "SQNR of each quantized weight",
+        interval_bars(
+            kinds,
+            [sum(v) / len(v) for v in by_kind.values()],
+            [[min(v), max(v)] for v in by_kind.values()],
+            title=f"{fmt_label}: SQNR by kind of weight, mean over layers (higher is better)",
+            value_label="SQNR, dB",
+            whiskers="lowest and highest layer",
+        ),
+        {"tensors": [r.name for r in shown], "sqnr_db": [r.sqnr_db for r in shown]},
     )
 
 
@@ -219,8 +254,10 @@ LAB = Lab(
     time_limit_s=300.0,
     memory_limit_mb=4096,
     numeric_outputs=(
-        ("perplexity", "perplexity"),
         ("kl_divergence", "nats"),
         ("top1_agreement", "fraction"),
+        ("perplexity", "perplexity"),
     ),
+    headline=model_labs.model_quality,
+    concept=model_labs.model_quality_concept,
 )

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, Field, model_validator
 
-from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.base import ChoiceOutput, Context, Lab, LabResult, NeedsGPU
 from labs.lm import spec
 from labs.lm.session import field_error
 from labs.model_quality import WeightParams
+from labs.presenters import quant_algorithms as verdict
 
 if TYPE_CHECKING:
     import torch
@@ -40,19 +41,37 @@ AWQ_GROUPS = (
 class QuantAlgorithmsParams(WeightParams):
     format: spec.FormatKey = Field(default="int4", description="The format every method produces")
     eval_tokens: int = Field(
-        default=1024, ge=16, le=131_072, description="Held-out tokens evaluated"
+        default=1024,
+        ge=16,
+        le=131_072,
+        title="Tokens evaluated",
+        description="Held-out tokens evaluated (the first ones of the held-out text)",
     )
     methods: list[Method] = Field(
         default_factory=lambda: list(get_args(Method)),
         min_length=1,
         max_length=3,
-        description="Which of rtn, gptq and awq to run",
+        description="Which of rtn (round-to-nearest), gptq and awq to run",
     )
     calibration_tokens: int = Field(
-        default=1024, ge=16, le=65_536, description="Tokens of calibration.txt (training split)"
+        default=1024,
+        ge=16,
+        le=65_536,
+        title="Calibration tokens",
+        description="Tokens of calibration text (from the training split) GPTQ and AWQ see",
     )
-    damp: float = Field(default=0.01, gt=0, le=1, description="GPTQ damping, share of mean diag(H)")
-    act_order: bool = Field(default=False, description="GPTQ: visit columns by descending H_ii")
+    damp: float = Field(
+        default=0.01,
+        gt=0,
+        le=1,
+        title="GPTQ damping",
+        description="Added to the diagonal of GPTQ's Hessian, as a share of its mean",
+    )
+    act_order: bool = Field(
+        default=False,
+        title="GPTQ activation order",
+        description="GPTQ visits columns with the largest input activations first",
+    )
 
     @model_validator(mode="after")
     def _check_calibration(self) -> QuantAlgorithmsParams:
@@ -78,13 +97,31 @@ class QuantAlgorithmsParams(WeightParams):
 
 class Quality(BaseModel):
     kl_divergence: float
+    kl_divergence_interval: list[float] = Field(default_factory=list, description="95 %")
     perplexity: float
+    perplexity_interval: list[float] = Field(default_factory=list)
     top1_agreement: float
+    top1_agreement_interval: list[float] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, tot: Any) -> Quality:
+        """The figures of one evaluation (``labs.lm.evaluate.Totals``) with intervals."""
+        return cls(
+            kl_divergence=tot.kl_divergence(),
+            kl_divergence_interval=tot.kl_ci().as_list(),
+            perplexity=tot.perplexity(),
+            perplexity_interval=list(tot.perplexity_interval()),
+            top1_agreement=tot.top1_agreement(),
+            top1_agreement_interval=tot.top1_ci().as_list(),
+        )
 
 
 class MethodResult(BaseModel):
     calibration: Quality
     heldout: Quality
+    vs_rtn: dict[str, float | int | bool] | None = Field(
+        default=None, description="Paired difference of held-out KL per window, method − RTN"
+    )
     weight_bytes: int
     bits_per_weight: float
     seconds: float = Field(description="Time to quantize, calibration included")
@@ -100,6 +137,14 @@ class QuantAlgorithmsResult(LabResult):
     baseline_perplexity: float
     baseline_calibration_perplexity: float
     methods: dict[str, MethodResult]
+    best_method: str = Field(description="The method with the lowest held-out KL")
+    best_method_ties: list[str] = Field(
+        description="Methods whose held-out KL a paired comparison cannot tell from the best's"
+    )
+    outliers: dict[str, Any] | None = Field(
+        description="The calibration activations' most unequal input channel (AWQ's statistic)"
+    )
+    finding: str
     seconds: float
 
 
@@ -193,58 +238,19 @@ def _quantize(
     return nbytes, detail
 
 
-def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
-    import time
+def _outliers(ev: Evaluation, cal_w: torch.Tensor) -> dict[str, Any]:
+    """The most unequal input channel over every layer and AWQ input point."""
+    from labs.lm.calibrate import activation_outliers
 
-    from labs.lm import fakequant, models, session
-    from labs.lm.evaluate import evaluate, windows
+    stats = activation_outliers(ev.model, cal_w, ev.batch_size, ev.device)
+    worst = max(stats, key=lambda o: o.max_over_median)
+    return {**worst.as_dict(), "top_share_max": max(o.top_share for o in stats)}
 
-    t0 = time.perf_counter()
-    ev = session.open_evaluation(params, ctx, 0.0, 0.1)
-    cal_ids = session.token_ids(ev.loaded, models.CALIBRATION_FILE)
-    if params.calibration_tokens > len(cal_ids):
-        raise ValueError(
-            f"calibration_tokens ({params.calibration_tokens}) is beyond the {len(cal_ids)} "
-            "tokens of calibration.txt"
-        )
-    cal_w = windows(cal_ids[: params.calibration_tokens], params.context)
-    cal_base, cal_ref = evaluate(
-        ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
-    )
-    names = ev.spec.linear_names(params.tensors)
-    numel = sum(ev.model.get_submodule(n).weight.numel() for n in names)
-    fmt_label = spec.label(params.format, params.granularity)
-    editor = fakequant.WeightEditor(ev.model)
-    results: dict[str, MethodResult] = {}
-    share = 0.88 / len(params.methods)
-    for k, m in enumerate(params.methods):
-        start = 0.12 + share * k
-        tq = time.perf_counter()
-        nbytes, detail = _quantize(m, ev, cal_w, names, params, editor, ctx, (start, share * 0.6))
-        seconds = time.perf_counter() - tq
-        ctx.progress(start + share * 0.6, f"{m}: evaluating")
-        held = session.score(ev)
-        cal, _ = evaluate(
-            ev.model, cal_w, reference=cal_ref, batch_size=ev.batch_size, device=ev.device
-        )
-        editor.restore()
-        results[m] = MethodResult(
-            calibration=Quality(
-                kl_divergence=cal.kl_divergence(),
-                perplexity=cal.perplexity(),
-                top1_agreement=cal.top1_agreement(),
-            ),
-            heldout=Quality(
-                kl_divergence=held.kl_divergence(),
-                perplexity=held.perplexity(),
-                top1_agreement=held.top1_agreement(),
-            ),
-            weight_bytes=nbytes,
-            bits_per_weight=8 * nbytes / numel,
-            seconds=seconds,
-            detail=detail,
-        )
-        ctx.metric(f"{m}_kl", held.kl_divergence(), "nats", f"{m}: held-out KL")
+
+def _present(ctx: Context, fmt_label: str, results: dict[str, MethodResult], best: str) -> None:
+    from labs.model_charts import interval_bars
+
+    methods = list(results)
     ctx.table(
         f"{fmt_label}: calibration vs held-out",
         ["method", "KL calibration", "KL held-out", "ppl calibration", "ppl held-out", "seconds"],
@@ -260,16 +266,15 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
             for m, r in results.items()
         ],
     )
-    from labs.plots import bar_chart
-
-    methods = list(results)
     ctx.plot(
         "held-out KL by method",
-        bar_chart(
+        interval_bars(
             methods,
             [results[m].heldout.kl_divergence for m in methods],
+            [results[m].heldout.kl_divergence_interval for m in methods],
             title=f"{fmt_label}: KL on held-out text (lower is better)",
-            value_label="KL divergence, nats/token",
+            value_label="KL divergence, nats per token",
+            highlight=best,
         ),
         {
             "methods": methods,
@@ -277,8 +282,63 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
             "heldout_kl": [results[m].heldout.kl_divergence for m in methods],
         },
     )
+
+
+def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
+    import time
+
+    from labs.lm import fakequant, models, session
+    from labs.lm.evaluate import compare, evaluate, windows
+
+    t0 = time.perf_counter()
+    ev = session.open_evaluation(params, ctx, 0.0, 0.1)
+    cal_ids = session.token_ids(ev.loaded, models.CALIBRATION_FILE)
+    if params.calibration_tokens > len(cal_ids):
+        raise ValueError(
+            f"calibration_tokens ({params.calibration_tokens}) is beyond the {len(cal_ids)} "
+            "tokens of the calibration text"
+        )
+    cal_w = windows(cal_ids[: params.calibration_tokens], params.context)
+    cal_base, cal_ref = evaluate(
+        ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
+    )
+    outliers = _outliers(ev, cal_w) if "awq" in params.methods else None
+    names = ev.spec.linear_names(params.tensors)
+    numel = sum(ev.model.get_submodule(n).weight.numel() for n in names)
+    fmt_label = spec.label(params.format, params.granularity)
+    editor = fakequant.WeightEditor(ev.model)
+    results: dict[str, MethodResult] = {}
+    held_totals: dict[str, Any] = {}
+    share = 0.88 / len(params.methods)
+    for k, m in enumerate(params.methods):
+        start = 0.12 + share * k
+        tq = time.perf_counter()
+        nbytes, detail = _quantize(m, ev, cal_w, names, params, editor, ctx, (start, share * 0.6))
+        seconds = time.perf_counter() - tq
+        ctx.progress(start + share * 0.6, f"{m}: evaluating")
+        held = held_totals[m] = session.score(ev)
+        cal, _ = evaluate(
+            ev.model, cal_w, reference=cal_ref, batch_size=ev.batch_size, device=ev.device
+        )
+        editor.restore()
+        results[m] = MethodResult(
+            calibration=Quality.of(cal),
+            heldout=Quality.of(held),
+            weight_bytes=nbytes,
+            bits_per_weight=8 * nbytes / numel,
+            seconds=seconds,
+            detail=detail,
+        )
+        ctx.metric(f"{m}_kl", held.kl_divergence(), "nats", f"{m}: held-out KL")
+    if "rtn" in held_totals:
+        for name, r in results.items():
+            if name != "rtn":
+                r.vs_rtn = compare(held_totals[name], held_totals["rtn"], "kl").as_dict()
+    best = min(results, key=lambda m: results[m].heldout.kl_divergence)
+    ties = [m for m in results if compare(held_totals[m], held_totals[best], "kl").inside_noise]
+    _present(ctx, fmt_label, results, best)
     ctx.progress(1.0, "done")
-    return QuantAlgorithmsResult(
+    result = QuantAlgorithmsResult(
         model=params.model,
         format=fmt_label,
         device=ctx.device,
@@ -287,8 +347,14 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
         baseline_perplexity=ev.base.perplexity(),
         baseline_calibration_perplexity=cal_base.perplexity(),
         methods=results,
+        best_method=best,
+        best_method_ties=ties,
+        outliers=outliers,
+        finding="",
         seconds=time.perf_counter() - t0,
     )
+    result.finding = verdict.quant_algorithms_finding(result.model_dump())
+    return result
 
 
 LAB = Lab(
@@ -302,4 +368,14 @@ LAB = Lab(
     run=run,
     time_limit_s=900.0,
     memory_limit_mb=4096,
+    headline=verdict.quant_algorithms,
+    choice_outputs=(
+        ChoiceOutput(
+            key="best_method",
+            label="Method with the lowest held-out KL",
+            options=get_args(Method),
+            ties_key="best_method_ties",
+        ),
+    ),
+    concept=verdict.quant_algorithms_concept,
 )

@@ -49,6 +49,7 @@ SIGNIFICANT_DIGITS = 3
 LONG_ANSWER_DIGITS = 5  # answers with this many significant digits are computed, not typed
 MIN_DB_TOLERANCE = 0.05  # dB: below this no learner's rounding is accepted
 
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # every control character but the newline
 SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n\s*[-*|]\s")
 BF16 = re.compile(r"\b(bf16|bfloat16)\b", re.IGNORECASE)
 # Words that say a GPU lacks bf16, uses something else in its place, or ask about it.
@@ -338,6 +339,13 @@ def _texts(owner: Any) -> Iterator[str]:
             yield item.model_answer
 
 
+def control_characters(source: str) -> Iterator[tuple[int, str]]:
+    """(line, character) of every control character but the newline: a tab or a bell in
+    Markdown is almost always a lost backslash (``\\times``, ``\\approx``)."""
+    for m in CONTROL.finditer(source):
+        yield source.count("\n", 0, m.start()) + 1, m.group(0)
+
+
 def check(cat: Catalogue) -> list[Problem]:
     """Run every rule over every card and lesson of ``cat``."""
     from app.content.problems import Problem, line_of_text
@@ -345,6 +353,16 @@ def check(cat: Catalogue) -> list[Problem]:
     problems: list[Problem] = []
     owners: list[Term | Lesson] = [*cat.terms.values(), *cat.lessons.values()]
     for owner in owners:
+        for line_no, char in control_characters(owner.source):
+            problems.append(
+                Problem(
+                    owner.path,
+                    line_no,
+                    f"control character {char!r} in the text: a LaTeX command written in a "
+                    "YAML double-quoted string or a Python string lost its backslash "
+                    "(\\t of \\times became a tab)",
+                )
+            )
         for text in _texts(owner):
             for sentence in sentences(text):
                 for message in sentence_problems(sentence):

@@ -78,8 +78,10 @@ def lab_page(
     session: SessionDep,
     learner: LearnerDep,
     rerun: str = "",
+    predict: str = "",
 ) -> HTMLResponse:
-    """``?rerun=RUN_ID`` fills the form with that run's parameters; any other
+    """``?rerun=RUN_ID`` fills the form with that run's parameters; ``?predict=KEY``
+    (a card's link) picks the output the learner is asked to predict; any other
     ``?name=value`` (a term card's or lesson's link) fills that parameter, the value
     spelled as JSON or plainly. Unknown names and bad values come back as messages
     on the page, beside their field where they have one."""
@@ -97,6 +99,8 @@ def lab_page(
         except InvalidParams as e:
             errors = {k: v for k, v in e.errors.items() if k in linked}
             notes += [v for k, v in e.errors.items() if k not in linked]
+    if predict in dict(lab.numeric_outputs):
+        values = {**(values or {}), "_metric": predict}
     return _lab_page(request, session, learner, lab, values, errors, notes=notes)
 
 

@@ -11,11 +11,19 @@ from sqlalchemy import select
 from starlette.datastructures import FormData
 
 from app import notebook, review, routes
-from app.content.quiz import AnswerError, Numeric, QuizItemBase, answer_record, grade
+from app.content.quiz import (
+    AnswerError,
+    Numeric,
+    QuizItemBase,
+    SingleChoice,
+    answer_record,
+    grade,
+)
 from app.db import INT32_MAX, NotebookEntry, QuizAttempt, ReviewCard, Run, utcnow
 from app.deps import CatalogueDep, FormDep, LearnerDep, SessionDep, SettingsDep
 from app.runs.views import format_params
 from app.templating import is_htmx, render
+from labs.registry import get_lab
 
 router = routes.router(tags=["quiz"])
 
@@ -130,35 +138,58 @@ def self_rate(
     )
 
 
+def _prediction_item(session, card: ReviewCard) -> tuple[QuizItemBase | None, str, str]:  # type: ignore[no-untyped-def]
+    """A wrong prediction as a question about the idea it missed (the lab's concept,
+    computed from the stored run: "which is larger, and why"); a lab without one asks
+    for the number again."""
+    entry = session.get(NotebookEntry, card.ref)
+    if entry is None or entry.learner_id != card.learner_id or entry.prediction_correct is None:
+        return None, "", ""
+    run = session.get(Run, entry.run_id) if entry.run_id else None
+    link = f"/runs/{entry.run_id}" if entry.run_id else "/notebook"
+    lab = get_lab(entry.lab_id or "")
+    concept = (
+        lab.concept(run.result, entry.metric or "")
+        if lab is not None and lab.concept is not None and run is not None and run.result
+        else None
+    )
+    if concept is not None:
+        item: QuizItemBase = SingleChoice(
+            id="prediction",
+            type="single",
+            prompt=concept.prompt,
+            choices=list(concept.choices),
+            answer=concept.answer,
+            explanation=concept.explanation,
+            depth=1,
+        )
+        return item, f"prediction:{entry.id}", link
+    if entry.actual_value is None:
+        return None, "", ""
+    shown = format_params(run.params if run else None)
+    params = "its defaults" if shown == "defaults" else shown
+    item = Numeric(
+        id="prediction",
+        type="numeric",
+        prompt=(
+            f"The {entry.lab_id} lab with {params}: what {notebook.output_label(entry.metric or 'value')} "
+            f"does it report? You predicted {entry.predicted_value:,.6g} {entry.predicted_unit or ''} before running it."
+        ),
+        answer=entry.actual_value,
+        tolerance=notebook.PREDICTION_TOLERANCE,
+        unit=entry.predicted_unit or "",
+        explanation=f"The run reported {entry.actual_value:,.6g} {entry.predicted_unit or ''}. "
+        f"Your next step then: {entry.next_step or '(not written yet)'}",
+        depth=1,
+    )
+    return item, f"prediction:{entry.id}", link
+
+
 def _card_item(session, cat, card: ReviewCard) -> tuple[QuizItemBase | None, str, str]:  # type: ignore[no-untyped-def]
     """The question a review card asks: a quick-check item, or a wrong prediction
     turned into "what does this lab report?" (graded like a numeric item, ±10 %)."""
     if card.kind == "prediction":
-        entry = session.get(NotebookEntry, card.ref)
-        if entry is None or entry.learner_id != card.learner_id or entry.actual_value is None:
-            return None, "", ""
-        run = session.get(Run, entry.run_id) if entry.run_id else None
-        shown = format_params(run.params if run else None)
-        params = "its defaults" if shown == "defaults" else shown
-        item = Numeric(
-            id="prediction",
-            type="numeric",
-            prompt=(
-                f"The {entry.lab_id} lab with {params}: what {entry.metric.replace('_', ' ') if entry.metric else 'value'} "
-                f"does it report? You predicted {entry.predicted_value:,.6g} {entry.predicted_unit or ''} before running it."
-            ),
-            answer=entry.actual_value,
-            tolerance=notebook.PREDICTION_TOLERANCE,
-            unit=entry.predicted_unit or "",
-            explanation=f"The run reported {entry.actual_value:,.6g} {entry.predicted_unit or ''}. "
-            f"Your next step then: {entry.next_step or '(not written yet)'}",
-            depth=1,
-        )
-        return (
-            item,
-            f"prediction:{entry.id}",
-            f"/runs/{entry.run_id}" if entry.run_id else "/notebook",
-        )
+        return _prediction_item(session, card)
     owner, _, item_id = card.ref.rpartition("/")
     item = cat.quiz_item(owner, item_id)
     return item, owner, _owner_link(owner, item) if item else ""

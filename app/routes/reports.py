@@ -20,7 +20,7 @@ router = routes.router(tags=["runs"])
 def run_report(run: Run, title: str, entry: Any) -> str:
     """The run as Markdown (``templates/reports/run.md``); ``entry`` is its notebook
     entry or None."""
-    verdict = notebook.verdict(entry.prediction_correct) if entry is not None else ""
+    verdict = notebook.grade_phrase(entry, run) if entry is not None else ""
     return render_markdown(
         "run.md",
         run=run,

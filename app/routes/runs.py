@@ -40,10 +40,11 @@ from app.runs.service import (
     OUTPUT_KINDS,
     compare_context,
     heading_level,
+    param_label,
     run_context,
     start_run,
 )
-from app.runs.views import format_params, format_value, histogram_svg, sse
+from app.runs.views import format_params, format_value, histogram_svg, quantity, sse
 from app.streams import SlotStreamingResponse, StreamSlot
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
@@ -61,6 +62,11 @@ templates.env.filters.setdefault("labvalue", format_value)
 templates.env.filters.setdefault("runparams", format_params)
 templates.env.globals.setdefault("labhistogram", histogram_svg)
 templates.env.globals.setdefault("run_actuals", notebook.actuals)
+templates.env.globals.setdefault("grade_words", notebook.grade_words)
+templates.env.filters.setdefault("output_label", notebook.output_label)
+templates.env.filters.setdefault("shown_value", notebook.shown_value)
+templates.env.filters.setdefault("quantity", quantity)
+templates.env.globals.setdefault("param_label", param_label)
 
 
 # ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from app.db import INT32_MAX, Run, RunEvent, RunShare
 from app.deps import LabsDep, RunDep, SessionDep
 from app.runs import store
 from app.runs.service import OUTPUT_KINDS, lab_title
+from app.runs.views import arrange_outputs
 from app.templating import is_htmx, render
 from labs.plots import sanitize_svg
 
@@ -95,10 +96,13 @@ def shared_run(token: str, request: Request, session: SessionDep, labs: LabsDep)
     run = _shared(session, token)
     events = [store.event_json(e) for e in store.events_after(session, run.id)]
     env = run.environment or {}
+    lab = labs.get(run.lab_id)
     ctx: dict[str, Any] = {
         "run": run,
         "lab_title": lab_title(labs, run.lab_id),
-        "outputs": [e for e in events if e["kind"] in OUTPUT_KINDS],
+        # the run page's result body: tiles, the lead figure, tables, the other figures
+        "tiles": lab.tiles(run.result) if lab is not None else [],
+        "body": arrange_outputs([e for e in events if e["kind"] in OUTPUT_KINDS]),
         "environment": {k: env[k] for k in SHARED_ENVIRONMENT_KEYS if k in env},
         "token": token,
     }

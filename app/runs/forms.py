@@ -141,7 +141,8 @@ def parse_form(lab: Lab, form: Mapping[str, str]) -> dict[str, Any]:
 
 
 # Query keys of GET /labs/{id} that are not lab parameters.
-RESERVED_QUERY_KEYS = frozenset({"rerun"})
+# Link keys that are not parameters: a run to repeat, the output a card asks to predict.
+RESERVED_QUERY_KEYS = frozenset({"rerun", "predict"})
 MAX_LINK_VALUE_CHARS = 4000
 
 

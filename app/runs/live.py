@@ -86,36 +86,39 @@ async def stream(
     started = last_sent = time.monotonic()
     pause = SSE_POLL_MIN_S
     yield "retry: 1000\n\n"
-    while time.monotonic() - started < SSE_MAX_S:
-        if await request.is_disconnected():
-            return
-        try:
-            run, events, waiting = await anyio.to_thread.run_sync(
-                polled, factory, settings, run_id, last_seq
-            )
-        except (OperationalError, InterfaceError):
-            # The database is restarting: keep the stream open and poll again
-            # rather than drop the learner's page into a reconnect loop.
-            await anyio.sleep(SSE_DB_RETRY_S)
-            continue
-        for e in events:
-            text = render_event(e)
-            if text:
-                yield text
-            last_seq = e.seq
-        news = bool(events)
-        if (run.status, waiting) != last_status:
-            last_status, news = (run.status, waiting), True
-            yield render_status(run, waiting)
-        if run.is_final:
-            yield render_end(run)
-            return
-        if events or time.monotonic() - last_sent > SSE_KEEPALIVE_S:
-            if not events:
-                yield ": keep-alive\n\n"
-            last_sent = time.monotonic()
-        pause = SSE_POLL_MIN_S if news else min(pause * 2, SSE_POLL_MAX_S)
-        await anyio.sleep(pause)
+    with request.app.state.run_news.watch(run_id) as rung:
+        while time.monotonic() - started < SSE_MAX_S:
+            if await request.is_disconnected():
+                return
+            rung.clear()  # a ring from here on (the worker wrote news) ends the wait below
+            try:
+                run, events, waiting = await anyio.to_thread.run_sync(
+                    polled, factory, settings, run_id, last_seq
+                )
+            except (OperationalError, InterfaceError):
+                # The database is restarting: keep the stream open and poll again
+                # rather than drop the learner's page into a reconnect loop.
+                await anyio.sleep(SSE_DB_RETRY_S)
+                continue
+            for e in events:
+                text = render_event(e)
+                if text:
+                    yield text
+                last_seq = e.seq
+            news = bool(events)
+            if (run.status, waiting) != last_status:
+                last_status, news = (run.status, waiting), True
+                yield render_status(run, waiting)
+            if run.is_final:
+                yield render_end(run)
+                return
+            if events or time.monotonic() - last_sent > SSE_KEEPALIVE_S:
+                if not events:
+                    yield ": keep-alive\n\n"
+                last_sent = time.monotonic()
+            pause = SSE_POLL_MIN_S if news else min(pause * 2, SSE_POLL_MAX_S)
+            with anyio.move_on_after(pause):
+                await rung.wait()
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -16,6 +16,7 @@ from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
 
+from app.runs.bells import WORKERS, Ringer
 from app.settings import Settings
 
 QUEUES = ("cpu", "gpu")
@@ -45,6 +46,8 @@ class RunQueue:
         self._hueys: dict[str, Huey] = {}
         self._tasks: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # Wakes this host's idle workers at once (app.runs.bells); others poll.
+        self._workers = Ringer(settings.data_dir, WORKERS)
         url = settings.queue_url
         if url and not url.startswith(REDIS_SCHEMES):  # refuse at start-up, not on first run
             raise ValueError(
@@ -83,6 +86,7 @@ class RunQueue:
     def enqueue(self, run_id: str, queue: str) -> None:
         self._huey(queue)
         self._tasks[queue](run_id)
+        self._workers.ring(run_id)
 
     def dequeue(self, queues: list[str]) -> tuple[str, str] | None:
         """The next (queue, run id) from the first non-empty queue in ``queues``."""

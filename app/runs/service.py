@@ -16,7 +16,7 @@ from app.db import Run, RunShare
 from app.runs import store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
-from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress
+from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress, shared_histograms
 from app.settings import Settings
 from app.templating import is_htmx
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
@@ -133,6 +133,22 @@ def paired_figures(session: Session, a: Run, b: Run) -> list[dict[str, Any] | No
     return [lead_a, lead_b]
 
 
+def paired_histograms(session: Session, a: Run, b: Run) -> list[dict[str, Any]] | None:
+    """The first histogram figure both runs drew differently (block-quantize: the errors
+    of each value; the input values of one tensor are the same in both), as a pair."""
+    (_, plots_a), (_, plots_b) = _plots(session, a), _plots(session, b)
+
+    def binned(e: dict[str, Any]) -> dict[str, Any]:
+        return e["data"].get("data") or {}
+
+    kinds_b = {_figure_kind(e): e for e in plots_b if binned(e).get("edges")}
+    for e in plots_a:
+        other = kinds_b.get(_figure_kind(e))
+        if other is not None and binned(e).get("edges") and binned(e) != binned(other):
+            return [e, other]
+    return None
+
+
 def _tile_rows(lab: Lab | None, a: Run, b: Run) -> list[dict[str, Any]]:
     """The lab's headline tiles of both runs, matched by label, with b − a and b / a of
     the numbers the tiles show (in the tiles' unit)."""
@@ -156,6 +172,8 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
     ratios, both lead figures, then the parameters and results that differ (and those
     that do not, apart)."""
     lab = labs.get(a.lab_id)
+    leads = paired_figures(session, a, b)
+    hists = paired_histograms(session, a, b)
     results = diff(a.result, b.result)
     differ = [r for r in results if not r.same]
     return {
@@ -163,14 +181,54 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
         "b": b,
         "lab_title": lab.title if lab else a.lab_id,
         "tiles": _tile_rows(lab, a, b),
-        "leads": list(zip((a, b), paired_figures(session, a, b), strict=True)),
-        "params": diff(a.params, b.params),
+        "leads": list(zip((a, b), leads, strict=True)),
+        "histograms": list(zip((a, b), hists, strict=True)) if hists else [],
+        "shared_axes": shared_histograms(hists) if hists else None,
+        "paired_noise": paired_noise(a, b),
+        "params": diff(a.params, b.params, _field_titles(lab)),
         # Numbers and words first; element-by-element lists apart (they bury the rest).
         "results": [r for r in differ if not isinstance(r.a or r.b, list | dict)],
         "results_lists": [r for r in differ if isinstance(r.a or r.b, list | dict)],
         "results_same": [r for r in results if r.same],
         "summary": diff(_summary(a), _summary(b)),
     }
+
+
+def param_label(lab_id: str, key: str) -> str:
+    """A parameter as the lab's form names it: 'Tokens evaluated', not 'eval tokens'."""
+    from labs.registry import get_lab
+
+    return _field_titles(get_lab(lab_id)).get(key) or key.replace("_", " ")
+
+
+# What must match for two model-lab runs to have scored the same windows.
+SAME_WINDOWS = ("model", "eval_tokens", "context")
+
+
+def paired_noise(a: Run, b: Run) -> str:
+    """For two model-lab runs on the same held-out windows: B − A of the KL with its 95 %
+    interval, paired window by window, and whether it is inside the noise ("" when the
+    runs cannot be paired)."""
+    from labs.lm.intervals import paired_difference
+    from labs.presenters.intervals import noise_phrase, pm
+
+    wa, wb = (a.result or {}).get("window_kl"), (b.result or {}).get("window_kl")
+    same = all((a.params or {}).get(k) == (b.params or {}).get(k) for k in SAME_WINDOWS)
+    if not (same and wa and wb and len(wa) == len(wb)):
+        return ""
+    d = paired_difference(wb, wa)
+    return (
+        f"KL divergence, B − A: {pm(d.mean, [d.low, d.high], 'nats')}, paired window by "
+        f"window: {noise_phrase(d.as_dict())}"
+        + (": these windows cannot tell the two runs apart." if d.inside_noise else ".")
+    )
+
+
+def _field_titles(lab: Lab | None) -> dict[str, str]:
+    """The parameters a lab names in words of its own ("Tokens evaluated")."""
+    if lab is None:
+        return {}
+    return {name: f.title for name, f in lab.params.model_fields.items() if f.title}
 
 
 def _summary(run: Run) -> dict[str, Any]:

@@ -4,17 +4,20 @@ two runs, and the server-sent event wire format. No torch, no web framework."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup, escape
 
-from labs.headline import human_label
+from labs.headline import human_label, readable, tile
 
 # Values shown in a table cell before "…"; long lists (codes, histograms) are cut.
 MAX_LIST_SHOWN = 16
 MAX_TEXT_SHOWN = 200
 SIGNIFICANT_DIGITS = 6
+# A float this far from zero that is a whole number reads as one (a byte count).
+LARGEST_EXACT_FLOAT_INT = 2**53
 # Nesting kept as separate rows when flattening for a comparison.
 MAX_FLATTEN_DEPTH = 4
 
@@ -28,8 +31,10 @@ def format_value(v: Any) -> str:
     if isinstance(v, float):
         if not math.isfinite(v):
             return str(v)
-        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
-            return f"{v:.{SIGNIFICANT_DIGITS - 1}e}"
+        if v.is_integer() and abs(v) < LARGEST_EXACT_FLOAT_INT:
+            return format_value(int(v))
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):  # 1.23×10⁻⁴, never 1.23e-04
+            return readable(v, SIGNIFICANT_DIGITS)
         return f"{v:.{SIGNIFICANT_DIGITS}g}"
     if isinstance(v, int):
         return f"{v:,}" if abs(v) >= 10_000 else str(v)
@@ -41,6 +46,16 @@ def format_value(v: Any) -> str:
     if isinstance(v, dict):
         return clip(format_params(v))
     return clip(str(v))
+
+
+def quantity(value: Any, unit: str = "") -> str:
+    """A number with its unit as a tile shows it: bytes with a binary prefix (a signed
+    difference keeps its sign: '−4.13 MiB'), '%' beside its number, three significant
+    digits."""
+    if not _number(value):
+        return format_value(value)
+    text = tile("", abs(value), unit).text
+    return f"−{text}" if value < 0 else text
 
 
 def clip(text: str, limit: int = MAX_TEXT_SHOWN) -> str:
@@ -89,6 +104,7 @@ class DiffRow:
     key: str
     a: Any
     b: Any
+    title: str = ""  # the words the lab's form uses for this key, where it has its own
 
     @property
     def same(self) -> bool:
@@ -96,7 +112,7 @@ class DiffRow:
 
     @property
     def label(self) -> str:
-        return human_label(self.key)
+        return self.title or human_label(self.key)
 
     @property
     def delta(self) -> float | None:
@@ -117,11 +133,14 @@ def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[DiffRow]:
-    """Rows of both flattened dicts in a's key order, then keys only b has."""
+def diff(
+    a: dict[str, Any] | None, b: dict[str, Any] | None, titles: dict[str, str] | None = None
+) -> list[DiffRow]:
+    """Rows of both flattened dicts in a's key order, then keys only b has; ``titles``
+    names keys in words of their own (a lab form's field titles)."""
     fa, fb = flatten(a or {}), flatten(b or {})
     keys = list(fa) + [k for k in fb if k not in fa]
-    return [DiffRow(k, fa.get(k), fb.get(k)) for k in keys]
+    return [DiffRow(k, fa.get(k), fb.get(k), (titles or {}).get(k, "")) for k in keys]
 
 
 @dataclass(frozen=True)
@@ -151,6 +170,29 @@ def arrange_outputs(outputs: list[dict[str, Any]]) -> ResultBody:
     )
 
 
+def shared_histograms(leads: Sequence[dict[str, Any] | None]) -> list[Markup] | None:
+    """Two runs' paired histogram figures drawn on one x range and one count scale
+    (each drawn alone, q6_k's errors filled the axis as q4_k's 16× larger ones did);
+    None unless both figures are histograms."""
+    data = [((e or {}).get("data") or {}).get("data") or {} for e in leads]
+    if len(data) != 2 or not all(d.get("kind") == "histogram" and d.get("edges") for d in data):
+        return None
+    lo = min(d["edges"][0] for d in data)
+    hi = max(d["edges"][-1] for d in data)
+    peak = max(max(d["counts"], default=0) for d in data) or 1
+    return [
+        histogram_svg(
+            str((e or {}).get("data", {}).get("title", "")),
+            d["edges"],
+            d["counts"],
+            d.get("x_label") or "",
+            x_range=(lo, hi),
+            peak=peak,
+        )
+        for e, d in zip(leads, data, strict=True)
+    ]
+
+
 def sse(event: str, data: str, event_id: int | None = None) -> str:
     """One server-sent event; multi-line ``data`` becomes several ``data:`` lines."""
     lines = [f"id: {event_id}"] if event_id is not None else []
@@ -173,15 +215,25 @@ CHART_MARGIN = (12, 12, 44, 56)  # top, right, bottom, left
 CHART_TICKS = 5
 
 
-def histogram_svg(title: str, edges: list[float], counts: list[int], x_label: str = "") -> Markup:
+def histogram_svg(
+    title: str,
+    edges: list[float],
+    counts: list[int],
+    x_label: str = "",
+    x_range: tuple[float, float] | None = None,
+    peak: int | None = None,
+) -> Markup:
     """A bar chart of binned data as inline SVG: presentation attributes only (no
     ``style``, so the page's CSP allows it), colours from ``currentColor``, a
-    ``<title>`` per bar for its exact range and count."""
+    ``<title>`` per bar for its exact range and count. ``x_range`` and ``peak`` fix the
+    axes, so two histograms drawn side by side read on the same scale."""
     top, right, bottom, left = CHART_MARGIN
     w, h = CHART_WIDTH - left - right, CHART_HEIGHT - top - bottom
     n = len(counts)
-    peak = max(counts, default=0) or 1
+    peak = peak or max(counts, default=0) or 1
     lo, hi = (edges[0], edges[-1]) if len(edges) == n + 1 and n else (0.0, 1.0)
+    if x_range is not None:
+        lo, hi = x_range
     span = (hi - lo) or 1.0
     parts = [
         f'<svg class="chart" viewBox="0 0 {CHART_WIDTH} {CHART_HEIGHT}" role="img" aria-label="{escape(title)}" '

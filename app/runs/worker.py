@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import select
 import signal
 import socket
 import sys
@@ -32,6 +33,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from app.db import make_engine, make_sessionmaker
 from app.runs import claims, judging
+from app.runs.bells import STREAMS, WORKERS, Bell, Ringer, open_bell
 from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import QUEUES, RunQueue
 from app.settings import Settings
@@ -123,6 +125,10 @@ class LabWorker:
         self.forks: ForkServer | None = None
         # Learner code never reaches the fork server: it runs in the judge's sandbox.
         self.grading = judging.Grading(settings)
+        # Streams on this host read a run's news when rung, not at their next poll;
+        # the queue's bell wakes this worker when a run is queued (app.runs.bells).
+        self.news = Ringer(settings.data_dir, STREAMS)
+        self.queue_bell: Bell | None = None
 
     # -- set-up -----------------------------------------------------------
 
@@ -219,6 +225,7 @@ class LabWorker:
             threading.Thread(target=self._take_runs, name=f"lowbit-run-{i}", daemon=True)
             for i in range(self.settings.worker_concurrency)
         ]
+        self.queue_bell = open_bell(self.settings.data_dir, WORKERS)
         for t in threads:
             t.start()
         self.stopping.wait()
@@ -235,6 +242,8 @@ class LabWorker:
         if self.forks is not None:
             self.forks.close()
         self.grading.close()
+        if self.queue_bell is not None:
+            self.queue_bell.close()
         self.engine.dispose()
         log.info("worker stopped", extra={"worker": self.worker_id})
         return 0
@@ -253,12 +262,25 @@ class LabWorker:
                 time.sleep(QUEUE_ERROR_BACKOFF_S)
                 continue
             if item is None:
-                time.sleep(QUEUE_POLL_S)
+                self._nap(QUEUE_POLL_S)
                 continue
             try:
                 self.handle(item[1])
             except Exception:
                 log.exception("run handling failed", extra={"run": item[1]})
+
+    def _nap(self, seconds: float) -> None:
+        """Wait ``seconds`` for the queue, or less if a run is queued meanwhile."""
+        bell = self.queue_bell
+        if bell is None:
+            time.sleep(seconds)
+            return
+        try:
+            select.select([bell], [], [], seconds)
+        except (OSError, ValueError):  # closed by run_forever's shutdown
+            time.sleep(seconds)
+            return
+        bell.drain()
 
     def _db(self, what: str, fn: Callable[[], T], patience_s: float = DB_RETRY_S) -> T:
         """``fn()``, retried for ``patience_s`` seconds while the database is
@@ -285,6 +307,7 @@ class LabWorker:
             return  # duplicate message, cancelled, or another worker has it
         with self.lock:
             self.active[run_id] = _Active(run_id, time.monotonic())
+        self.news.ring(run_id)  # running now
         log.info(
             "run started",
             extra={"run": run_id, "lab": run.lab_id, "attempt": run.attempts, "queue": run.queue},
@@ -310,6 +333,7 @@ class LabWorker:
             with self.lock:
                 self.active.pop(run_id, None)
                 self.cancelled.discard(run_id)
+            self.news.ring(run_id)  # it ended (or went back to the queue)
 
     def _execute(
         self, run_id: str, lab_id: str, raw_params: dict[str, Any], attempt: int, queue: str
@@ -352,9 +376,12 @@ class LabWorker:
         )
 
         def store(batch: list[tuple[str, dict[str, Any]]]) -> bool:
-            return self._db(
+            owned = self._db(
                 "events", lambda: claims.append_events(self.factory, run_id, self.worker_id, batch)
             )
+            if owned:
+                self.news.ring(run_id)
+            return owned
 
         def should_stop() -> bool:
             return run_id in self.cancelled or self.killing.is_set()

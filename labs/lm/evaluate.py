@@ -66,6 +66,7 @@ class Totals:
         # order, so the sum does not depend on which batch finished first)
         self._kl_pos = torch.zeros(n, per_window, dtype=torch.float64) if with_reference else None
         self.kl_by_position: torch.Tensor | None = None  # [context-1]
+        self.kl_positions: torch.Tensor | None = None  # [n, context-1]: each window's KL
 
     def add(self, first: int, logp: torch.Tensor, targets: torch.Tensor, ref: Any) -> None:
         """Score one batch (windows ``first…``) of log-probabilities ``logp`` against the
@@ -87,7 +88,7 @@ class Totals:
         """Called once every window is in."""
         if self._kl_pos is not None:
             self.kl_by_position = self._kl_pos.sum(0)
-            self._kl_pos = None
+            self.kl_positions, self._kl_pos = self._kl_pos, None
         return self
 
     @property

@@ -93,10 +93,11 @@ def load(name: str, device: str = "cpu", extra_dir: str | os.PathLike[str] | Non
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
     from tokenizers import Tokenizer
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # a lab streams its own progress
+    from labs.lm.hf import transformers  # filters torchao's start-up noise first
+
+    AutoModelForCausalLM = transformers.AutoModelForCausalLM
+    transformers.utils.logging.disable_progress_bar()  # a lab streams its own progress
 
     d = resolve(name, extra_dir)
     cfg = check_dir(d)

@@ -53,21 +53,23 @@ class ModelParams(LabParams):
 
     model: str = Field(
         default=models.SHIPPED,
-        description="The model: lowbit-tiny (shipped) or a checkpoint folder under "
-        "LOWBIT_MODELS_DIR",
+        description="The model: lowbit-tiny (shipped with lowbit) or another checkpoint "
+        "this server offers",
         json_schema_extra={"enum": list[Any](model_choices())},
     )
     eval_tokens: int = Field(
         default=2048,
         ge=MIN_CONTEXT,
         le=MAX_EVAL_TOKENS,
-        description="Held-out tokens evaluated (the first ones of heldout.txt)",
+        title="Tokens evaluated",
+        description="Held-out tokens evaluated (the first ones of the held-out text)",
     )
     context: int = Field(
         default=256,
         ge=MIN_CONTEXT,
         le=MAX_CONTEXT,
-        description="Window length in tokens; tokens 2..n of each window are predicted",
+        title="Window length",
+        description="Tokens per window; tokens 2..n of each window are predicted",
     )
 
     @model_validator(mode="after")

@@ -20,6 +20,9 @@ ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_a
 MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 KINDS = tuple(n.split(".")[1] for n in ATTENTION + MLP)  # q_proj … down_proj
 META_FILE = "lowbit.json"
+# Windows whose per-window KL a model lab stores, so two runs can be compared window by
+# window (about 20 KB of JSON); beyond it the result stays small and runs are not paired.
+MAX_PAIRED_WINDOWS = 1024
 
 FormatKey = Literal[
     "int8",

@@ -9,6 +9,7 @@ from typing import Any
 
 from labs.base import Context
 from labs.block_quantize import BlockQuantizeParams, BlockQuantizeResult, BlockView, Histogram
+from labs.headline import readable
 
 # A grid value and a dequantized value this close (relative) are the same point.
 GRID_MATCH_RTOL = 1e-4
@@ -46,7 +47,7 @@ def present(r: BlockQuantizeResult, params: BlockQuantizeParams, ctx: Context) -
 def _tables(r: BlockQuantizeResult, ctx: Context) -> None:
     first = r.first_blocks[0]
     ctx.table(
-        f"block 0: {len(first.values)} values, scale {first.scale:.6g}",
+        block_title(first),
         ["i", "value", "code", "dequantized", "error"],
         [
             [i, v, c, d, d - v]
@@ -63,11 +64,23 @@ def _tables(r: BlockQuantizeResult, ctx: Context) -> None:
                 bv.index,
                 bv.stored or bv.scale,
                 bv.effective_scale,
-                max(abs(v) for v in bv.values),
+                bv.absmax if bv.absmax is not None else max(abs(v) for v in bv.values),
                 max(abs(d - v) for v, d in zip(bv.values, bv.dequantized, strict=True)),
             ]
             for bv in r.first_blocks
         ],
+    )
+
+
+def block_title(block: BlockView) -> str:
+    """'block 0: 128 values (the first 32 shown), scale 0.487, absmax 3.41': the whole
+    block's size and absmax, not those of the values the table has room for."""
+    size = block.size if block.size is not None else len(block.values)
+    absmax = block.absmax if block.absmax is not None else max(map(abs, block.values), default=0)
+    shown = f" (the first {len(block.values)} shown)" if len(block.values) < size else ""
+    return (
+        f"block {block.index}: {size} values{shown}, scale {readable(block.scale)}, "
+        f"absmax {readable(absmax)}"
     )
 
 
@@ -105,9 +118,9 @@ def _grid_figure(r: BlockQuantizeResult, ctx: Context) -> None:
         return
     top = max(max(abs(v) for v in block.values), max(abs(g) for g in grid))
     zeros = sum(1 for v, d in zip(block.values, block.dequantized, strict=True) if d == 0 and v)
-    absmax = max(block.values, key=abs)
+    absmax = block.absmax if block.absmax is not None else max(map(abs, block.values))
     why = (
-        f" The largest value ({absmax:.4g}) sets the scale, so {zeros} of "
+        f" The largest |value| of the block ({absmax:.4g}) sets the scale, so {zeros} of "
         f"{len(block.values)} values are stored as 0."
         if zeros * 2 >= len(block.values)
         else ""

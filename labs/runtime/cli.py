@@ -43,10 +43,42 @@ def lab_list(labs: Mapping[str, Lab]) -> int:
     return 0
 
 
-def lab_run(labs: Mapping[str, Lab], lab_id: str, params: list[str]) -> int:
+# Significant digits of a number in a table, a metric or a tile: what a reader compares.
+CLI_DIGITS = 4
+
+
+def cell(value: Any) -> str:
+    """A table cell as a reader wants it: 17.718452608157502 → '17.72', 0.00139842657 →
+    '0.001398', 9.1e-06 → '9.1×10⁻⁶'; integers with thousands separators."""
+    from labs.headline import readable
+
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else ("yes" if value else "no")
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return readable(value, CLI_DIGITS)
+    return str(value)
+
+
+def _print_result(out: Any, lab: Lab, result: Any, as_json: bool) -> None:
+    """The exact result as JSON (``--json``), or what the run page leads with: the
+    finding and the headline tiles, rounded."""
+    if as_json:
+        out.print_json(result.model_dump_json())
+        return
+    stored = result.model_dump(mode="json")
+    if isinstance(stored.get("finding"), str) and stored["finding"]:
+        out.print(stored["finding"], highlight=False)
+    for t in lab.tiles(stored):
+        out.print(f"  [bold]{t.label}[/]: {t.text}" + (f"  [dim]({t.means})[/]" if t.means else ""))
+    out.print("[dim]Every value, unrounded: add --json[/]")
+
+
+def lab_run(labs: Mapping[str, Lab], lab_id: str, params: list[str], as_json: bool = False) -> int:
     """Run lab ``lab_id`` of ``labs`` in this process with a progress bar; prints
-    events and the result. Exit status: 0 done, 1 the lab failed, 2 bad lab id or
-    parameters."""
+    events and the result (rounded; ``as_json``: the exact result as JSON). Exit
+    status: 0 done, 1 the lab failed, 2 bad lab id or parameters."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -99,10 +131,10 @@ def lab_run(labs: Mapping[str, Lab], lab_id: str, params: list[str]) -> int:
                 for c in data["columns"]:
                     t.add_column(str(c))
                 for row in data["rows"]:
-                    t.add_row(*(str(x) for x in row))
+                    t.add_row(*(cell(x) for x in row))
                 bar.console.print(t)
             elif kind == "metric":
-                bar.console.print(f"{data['label']}: {data['value']} {data['unit']}".rstrip())
+                bar.console.print(f"{data['label']}: {cell(data['value'])} {data['unit']}".rstrip())
             elif kind == "plot":
                 bar.console.print(f"[dim](plot: {data['title']} — shown on the web page)[/]")
             else:
@@ -116,5 +148,5 @@ def lab_run(labs: Mapping[str, Lab], lab_id: str, params: list[str]) -> int:
             return 1
         bar.update(task, completed=1.0)
     out.print(f"[green]{lab.id} done[/] in {time.perf_counter() - started:.2f} s on {device}")
-    out.print_json(result.model_dump_json())
+    _print_result(out, lab, result, as_json)
     return 0

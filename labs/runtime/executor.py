@@ -56,7 +56,7 @@ READ_CHUNK = 65536
 EXIT_SETUP_FAILED = 70  # EX_SOFTWARE: the child failed before the lab started
 # A child's fds 0-2 are stdio, 3 is the event pipe; everything above is closed.
 EVENT_FD = 3
-_HIGH_FD = 100
+HIGH_FD = 100
 
 
 @dataclass
@@ -128,84 +128,102 @@ def _child(
         # clears this, and it sets it again): nobody else could kill this child.
         die_with_parent()
         os.setsid()  # its own process group: the parent kills the group
-        ev_hi = fcntl.fcntl(ev_w, fcntl.F_DUPFD, _HIGH_FD)
-        out_hi = fcntl.fcntl(out_w, fcntl.F_DUPFD, _HIGH_FD)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(out_hi, 1)
-        os.dup2(out_hi, 2)
-        os.dup2(ev_hi, EVENT_FD)
-        os.closerange(EVENT_FD + 1, resource_max_fd())
-        sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-        for sig in (
-            signal.SIGINT,
-            signal.SIGTERM,
-            signal.SIGHUP,
-            signal.SIGQUIT,
-            signal.SIGUSR1,
-            signal.SIGUSR2,
-            signal.SIGCHLD,
-        ):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        pipe = _Pipe(EVENT_FD)
-        cfg = job.config
-        protections, tmpdir = enter(cfg, fallback_tmp, parent_pid)
-        env = prepare_torch(cfg, protections)
-        pipe.send({"t": "hello", "sandbox": protections.items, "env": env})
-        code = 1
-        ctx = EventContext(
-            lambda kind, data: pipe.send({"t": "event", "kind": kind, "data": data}),
-            device="cuda" if env["device"].startswith("cuda") else "cpu",
-            tmpdir=tmpdir,
-        )
-        try:
-            result = job.lab.run(job.params, ctx)
-            sys.stdout.flush()
-            pipe.send({"t": "result", "result": _finite(result.model_dump(mode="json"))})
-            code = 0
-        except BaseException as e:  # every failure becomes a message the learner can act on
-            traceback.print_exc(file=sys.stderr)
-            sys.stderr.flush()
-            if _is_out_of_memory(e):
-                limit = cfg.memory_bytes // MIB
-                pipe.send(
-                    {
-                        "t": "error",
-                        "reason": "memory",
-                        "message": f"The lab ran out of memory: it may use {limit} MiB. "
-                        f"Try a smaller size. ({type(e).__name__}: {str(e)[:300]})",
-                    }
-                )
-            else:
-                pipe.send(
-                    {
-                        "t": "error",
-                        "reason": "lab",
-                        "message": f"{type(e).__name__}: {str(e)[:1000]}",
-                    }
-                )
+        stdin_from_devnull()
+        stdio(ev_w, out_w)
+        default_signals()
+        protections, tmpdir = enter(job.config, fallback_tmp, parent_pid)
+        code = run_lab(job, protections, tmpdir)
     except BaseException as e:
-        try:
-            os.write(
-                EVENT_FD,
-                (
-                    json.dumps(
-                        {
-                            "t": "error",
-                            "reason": "sandbox",
-                            "message": f"sandbox set-up failed: {type(e).__name__}: {e}",
-                        }
-                    )
-                    + "\n"
-                ).encode(),
-            )
-        except OSError:
-            pass
+        setup_failed(e)
     finally:
         os._exit(code)
+
+
+def stdin_from_devnull() -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def stdio(ev_w: int, out_w: int) -> None:
+    """The child's descriptors: 1 and 2 to the output pipe, ``EVENT_FD`` to the event
+    pipe, every other one above it closed; sys.std* rebuilt on them."""
+    ev_hi = fcntl.fcntl(ev_w, fcntl.F_DUPFD, HIGH_FD)
+    out_hi = fcntl.fcntl(out_w, fcntl.F_DUPFD, HIGH_FD)
+    os.dup2(out_hi, 1)
+    os.dup2(out_hi, 2)
+    os.dup2(ev_hi, EVENT_FD)
+    os.closerange(EVENT_FD + 1, resource_max_fd())
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+
+
+def default_signals() -> None:
+    """Undo the forking process's handlers and wake-up fd."""
+    for sig in (
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGCHLD,
+    ):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+
+
+def run_lab(job: Job, protections: Protections, tmpdir: str, ahead: bool = False) -> int:
+    """In the sandboxed child, its descriptors in place (``stdio``): torch's set-up,
+    ``hello``, the lab, then ``result`` or ``error`` on the event pipe. Returns the
+    exit code; raises only if torch's set-up fails (a sandbox failure). ``ahead``: the
+    sandbox was set up before the job arrived (a spare, see ``spare``)."""
+    pipe = _Pipe(EVENT_FD)
+    cfg = job.config
+    env = prepare_torch(cfg, protections)
+    env["sandbox_ready_ahead"] = ahead
+    pipe.send({"t": "hello", "sandbox": protections.items, "env": env})
+    ctx = EventContext(
+        lambda kind, data: pipe.send({"t": "event", "kind": kind, "data": data}),
+        device="cuda" if env["device"].startswith("cuda") else "cpu",
+        tmpdir=tmpdir,
+    )
+    try:
+        result = job.lab.run(job.params, ctx)
+        sys.stdout.flush()
+        pipe.send({"t": "result", "result": _finite(result.model_dump(mode="json"))})
+        return 0
+    except BaseException as e:  # every failure becomes a message the learner can act on
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
+        if _is_out_of_memory(e):
+            limit = cfg.memory_bytes // MIB
+            pipe.send(
+                {
+                    "t": "error",
+                    "reason": "memory",
+                    "message": f"The lab ran out of memory: it may use {limit} MiB. "
+                    f"Try a smaller size. ({type(e).__name__}: {str(e)[:300]})",
+                }
+            )
+        else:
+            pipe.send(
+                {"t": "error", "reason": "lab", "message": f"{type(e).__name__}: {str(e)[:1000]}"}
+            )
+        return 1
+
+
+def setup_failed(e: BaseException) -> None:
+    """Tell the parent, on the event pipe, that the sandbox could not be set up."""
+    message = f"sandbox set-up failed: {type(e).__name__}: {e}"
+    try:
+        os.write(
+            EVENT_FD,
+            (json.dumps({"t": "error", "reason": "sandbox", "message": message}) + "\n").encode(),
+        )
+    except OSError:
+        pass
 
 
 def resource_max_fd() -> int:

@@ -40,6 +40,7 @@ from typing import Any
 from labs.base import Lab
 from labs.runtime.executor import SERVER_LOST, Job, start_child
 from labs.runtime.sandbox import KEEP_ENV, SandboxConfig
+from labs.runtime.spare import EXIT_NO_SPARE, Spare, config_key, fork_spare
 from labs.runtime.trees import Tree, Trees, reap
 
 log = logging.getLogger("lowbit.forkserver")
@@ -172,7 +173,10 @@ class ForkServer:
             while view:
                 view = view[os.write(job_fd, view) :]
             os.lseek(job_fd, 0, os.SEEK_SET)
-            msg = json.dumps({"lab": job.lab.id, "tmp": tmp}).encode()
+            # The sandbox settings (the worker's, not the learner's) travel here too: the
+            # server hands the job to a spare child prepared with the same ones (``spare``).
+            config = dataclasses.asdict(job.config)
+            msg = json.dumps({"lab": job.lab.id, "tmp": tmp, "config": config}).encode()
             with self.lock:
                 for attempt in (0, 1):
                     if self.proc is None or self.proc.poll() is not None:
@@ -235,6 +239,12 @@ class _Server:
     def __init__(self, sock: socket.socket, labs: dict[str, Lab], trees: Trees):
         self.sock, self.labs, self.trees = sock, labs, trees
         self.runs: dict[int, tuple[socket.socket, Tree]] = {}  # by child pid
+        # The spare child (``spare``), made while no run is active, for the sandbox
+        # settings of the last request; spares killed unused, until reaped.
+        self.spare: Spare | None = None
+        self.spare_cfg: SandboxConfig | None = None
+        self.spares_work = True
+        self.discarded: dict[int, Tree] = {}
         self.sel = selectors.DefaultSelector()
         self.wake_r, wake_w = os.pipe()
         for fd in (self.wake_r, wake_w):
@@ -266,7 +276,9 @@ class _Server:
                     raw = json.loads(f.read())
                 return Job(lab, lab.params.model_validate(raw["params"]), _config(raw["config"]))
 
-            tree = start_child(load, fds[1], fds[2], req["tmp"], self.trees)
+            tree = self._from_spare(req, fds[1:]) or start_child(
+                load, fds[1], fds[2], req["tmp"], self.trees
+            )
         except Exception as e:  # a bad request fails that run, not the server
             _send(run_sock, {"error": f"{type(e).__name__}: {e}"})
             run_sock.close()
@@ -293,6 +305,7 @@ class _Server:
             pid, status, ru = done
             run_sock, tree = self.runs.pop(pid, (None, None))
             if run_sock is None or tree is None:
+                self._spare_exited(pid, status)
                 continue
             items = tree.finish()
             try:
@@ -327,8 +340,61 @@ class _Server:
                     if not msg:
                         self.sel.unregister(run_sock)
             self._reap()
+            self._make_spare()
+
+    def _from_spare(self, req: dict[str, Any], fds: list[int]) -> Tree | None:
+        """The spare, handed this request's job, if it was prepared for the same
+        sandbox settings and the host looks as it did then; else None (the spare is
+        killed and the caller forks a child for the job)."""
+        spare, self.spare = self.spare, None
+        cfg = _config(req["config"]) if "config" in req else None
+        self.spare_cfg = cfg
+        if spare is None:
+            return None
+        if cfg is not None and spare.fits(config_key(cfg), cfg) and spare.hand(req["lab"], fds):
+            return spare.tree
+        spare.discard()
+        self.discarded[spare.tree.pid] = spare.tree
+        return None
+
+    def _make_spare(self) -> None:
+        """Fork a spare while no run is active (it would take CPU from one)."""
+        if self.spare is not None or self.spare_cfg is None or self.runs or not self.spares_work:
+            return
+        try:
+            self.spare = fork_spare(self.spare_cfg, self.labs, self.trees)
+        except OSError as e:
+            log.warning("no spare lab child: %s", e)
+            self.spares_work = False
+
+    def _spare_exited(self, pid: int, status: int) -> None:
+        """A spare exited without a job: discarded, or on its own, which a working one
+        never does (it could not set up its sandbox, EXIT_NO_SPARE, or it crashed): then
+        no more spares, rather than one forked and lost after every run; every run
+        forks its own child, as without them."""
+        tree = self.discarded.pop(pid, None)
+        if self.spare is not None and self.spare.tree.pid == pid:
+            tree = self.spare.tree
+            self.spare.ctl.close()
+            self.spare = None
+            self.spares_work = False
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+            why = "could not set up its sandbox" if code == EXIT_NO_SPARE else "exited"
+            log.warning("a spare lab child %s (wait status %d); no more spares", why, status)
+        if tree is not None:
+            tree.finish()
 
     def stop(self) -> None:
+        if self.spare is not None:
+            self.spare.discard()
+            self.discarded[self.spare.tree.pid] = self.spare.tree
+            self.spare = None
+        for pid, tree in self.discarded.items():
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            tree.finish()
         for _, tree in self.runs.values():
             tree.kill()
         for pid in list(self.runs):

@@ -161,7 +161,12 @@ def filesystem(
         except OSError as e:
             failed.append(f"{path} ({e.strerror})")
     masked = 0
+    # A socket inside a hidden directory (the data dir's bells) is hidden with it.
+    covered_dirs = [h.rstrip("/") + "/" for h in hidden if os.path.isdir(h)]
     for path in sockets:
+        if any(path.startswith(d) for d in covered_dirs):
+            masked += 1
+            continue
         try:
             mount("/dev/null", path, None, MS_BIND)
             masked += 1

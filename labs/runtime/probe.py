@@ -33,6 +33,7 @@ Mode = Literal[
     "scan_memory",
     "setsid_escape",
     "list_processes",
+    "leave_mark",
 ]
 # Forks the bomb attempts; the sandbox's process limit must stop it well before.
 FORK_BOMB_ATTEMPTS = 2000
@@ -47,6 +48,11 @@ PR_SET_NAME = 15
 PR_SET_DUMPABLE = 4
 # How long setsid_escape's daemon lives if nothing kills it, seconds.
 ESCAPE_SLEEP_S = 60
+# leave_mark: what an earlier run left in this process, in its environment and in its
+# temp dir. A lab process runs one job (spares included): the next run must find none.
+_MARKS: list[str] = []
+MARK_ENV = "LOWBIT_PROBE_MARK"
+MARK_PREFIX = "mark-"
 
 
 class ProbeParams(LabParams):
@@ -234,6 +240,21 @@ def _write_outside(target: str, tmpdir: str) -> tuple[bool, str]:
     )
 
 
+def _leave_mark(tmpdir: str) -> tuple[bool, str]:
+    found = [f"in memory: {', '.join(_MARKS)}"] if _MARKS else []
+    if os.environ.get(MARK_ENV):
+        found.append(f"in the environment: {os.environ[MARK_ENV]}")
+    files = sorted(f for f in os.listdir(tmpdir) if f.startswith(MARK_PREFIX))
+    if files:
+        found.append(f"in {tmpdir}: {', '.join(files)}")
+    token = os.urandom(4).hex()
+    _MARKS.append(token)
+    os.environ[MARK_ENV] = token
+    with open(os.path.join(tmpdir, MARK_PREFIX + token), "w") as f:
+        f.write(token)
+    return not found, f"left mark {token}; earlier marks: {'; '.join(found) or 'none'}"
+
+
 def _fork_bomb() -> tuple[bool, str]:
     pids: list[int] = []
     error = ""
@@ -279,6 +300,8 @@ def run(params: ProbeParams, ctx: Context) -> ProbeResult:
         blocked, detail = _write_outside(params.target, ctx.tmpdir)
     elif m == "fork_bomb":
         blocked, detail = _fork_bomb()
+    elif m == "leave_mark":
+        blocked, detail = _leave_mark(ctx.tmpdir)
     elif m == "memory":
         import torch
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import pkgutil
 import platform
 
 # Imported once in the parent so no run pays for them.
@@ -23,12 +24,18 @@ PRELOAD = (
     "matplotlib.backends.backend_svg",
     "matplotlib.backends.backend_agg",
     "labs.quant",
+    # labs.quant loads its format classes (and the native extension) on first use:
+    # without these every run paid for that import, 0.1 s here (issue 20).
+    "labs.quant.formats",
+    "labs.quant.core",
+    "labs.quant.parallel",
     "labs.quant.metrics",
     "tokenizers",
-    "transformers",
+    "labs.lm.hf",  # transformers, without torchao's start-up warnings
     "transformers.models.llama.modeling_llama",
     "transformers.integrations.sdpa_attention",
     "labs.plots",
+    "labs.charts",
     "encodings.idna",
     "json",
     "subprocess",
@@ -43,11 +50,15 @@ def preload() -> dict[str, str]:
 
     matplotlib.use("Agg")
     failed: dict[str, str] = {}
-    for name in PRELOAD:
+    for name in (*PRELOAD, *_presenters()):
         try:
             importlib.import_module(name)
         except Exception as e:  # a missing optional module must not stop the worker
             failed[name] = f"{type(e).__name__}: {e}"
+    try:  # instantiates every format once, here rather than in each child
+        from labs.quant import FORMATS  # noqa: F401
+    except Exception as e:
+        failed["labs.quant.FORMATS"] = f"{type(e).__name__}: {e}"
     try:  # the shipped model's texts, tokenized once for every model-lab run
         from labs.lm.session import warm_token_ids
 
@@ -65,6 +76,14 @@ def preload() -> dict[str, str]:
     gc.collect()
     gc.freeze()
     return failed
+
+
+def _presenters() -> list[str]:
+    """The labs' presenters (a lab imports its own inside ``run``, so that importing a
+    lab stays light): each would otherwise be imported again by every child."""
+    import labs.presenters
+
+    return [f"labs.presenters.{m.name}" for m in pkgutil.iter_modules(labs.presenters.__path__)]
 
 
 def warm_charts() -> None:

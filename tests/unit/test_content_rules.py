@@ -199,3 +199,11 @@ def test_the_real_content_passes_every_rule() -> None:
 def test_fact_model_is_unchanged_for_boolean_facts() -> None:
     # a boolean fact is an ordinary Fact: its value is compared like any other
     assert Fact(fn="weights_fit_on_gpu", value=1).value == 1
+
+
+def test_a_control_character_is_a_lost_backslash() -> None:
+    """marlin.md's deep dive showed "N ⇥imes K" and "P/B ␇pprox 153": ``\\t`` and ``\\a``
+    of ``\\times`` and ``\\approx`` had become a tab and a bell."""
+    source = "A $N \times K$ GEMM,\nridge $P/B \approx 153$.\n"
+    assert list(content_rules.control_characters(source)) == [(1, "\t"), (2, "\a")]
+    assert list(content_rules.control_characters("$N \\times K$\n")) == []

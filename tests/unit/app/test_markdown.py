@@ -52,6 +52,8 @@ ENTRY: dict[str, Any] = {
     "lab_id": "memory-budget",
     "source": "lab:memory-budget",
     "run_id": "abcdef0123456789",
+    "predicted_choice": None,
+    "actual_choice": None,
 }
 
 
@@ -93,3 +95,25 @@ def test_the_notebook_export() -> None:
         "- **Evidence kept:** —\n"
     )
     assert to_markdown([], {}) == "# My lowbit notebook\n"
+
+
+def test_a_choice_prediction_in_the_reports() -> None:
+    # Issue 20 item 3: a prediction by choice is reported as what was chosen and what won.
+    chosen = {
+        **ENTRY,
+        "predicted_value": None,
+        "actual_value": None,
+        "metric": "best_method",
+        "predicted_choice": "awq",
+        "actual_choice": "gptq",
+        "prediction_correct": True,
+    }
+    report = run_report(RUN, "Round-to-nearest, GPTQ and AWQ", NS(**chosen))  # type: ignore[arg-type]
+    assert (
+        "Predicted `best_method`: awq; actual gptq (right within the noise: tied with the "
+        "winner, gptq)." in report
+    )
+    notebook = to_markdown([NS(**{**chosen, "prediction_correct": False})], {RUN.id: RUN})  # type: ignore[arg-type]
+    assert (
+        "- **Predicted best_method:** awq · **actual:** gptq ✗ gptq won, clear of awq\n" in notebook
+    )

@@ -41,3 +41,26 @@ def test_k_quants_show_how_each_sub_block_scale_is_stored(fmt: str) -> None:
     assert table["rows"][0][1] == result.first_blocks[0].stored
     plain, _ = run_lab(lab, {"format": "q4_0", "shape": [2, 64]})
     assert all(b.stored is None for b in plain.first_blocks)
+
+
+def test_the_block_view_describes_the_whole_block() -> None:
+    # Issue 20 item 6: int4's default block is 128 values; the table showed the first 32
+    # and called them the block ("block 0: 32 values", with their absmax, not the block's).
+    import torch
+
+    result, events = run_lab(lab, {"format": "int4", "shape": [4, 256], "seed": 0})
+    block = result.first_blocks[0]
+    x = lab._tensor(lab.BlockQuantizeParams(format="int4", shape=[4, 256], seed=0), "cpu")
+    whole = x[0, :128]
+    assert block.size == 128 and len(block.values) == 32
+    assert block.absmax == pytest.approx(float(whole.abs().max()))
+    assert block.absmax > max(abs(v) for v in block.values)  # the block's max lies beyond 32
+    assert block.effective_scale == pytest.approx(block.absmax / 7, rel=1e-6)
+    title = next(d["title"] for k, d in events if k == "table" and d["title"].startswith("block 0"))
+    from labs.headline import readable
+
+    assert title == (
+        f"block 0: 128 values (the first 32 shown), scale {readable(block.scale)}, "
+        f"absmax {readable(block.absmax)}"
+    )
+    assert torch.equal(torch.tensor(block.values), whole[:32])

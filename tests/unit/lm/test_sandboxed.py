@@ -16,7 +16,7 @@ from tests.unit.runtime._warm_parent import WarmParent
 def test_the_warm_parent_preloads_transformers() -> None:
     from labs.runtime.warm import PRELOAD
 
-    assert "transformers" in PRELOAD and "tokenizers" in PRELOAD
+    assert "labs.lm.hf" in PRELOAD and "tokenizers" in PRELOAD  # transformers, quietly
 
 
 def test_model_labs_run_sandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -105,7 +105,7 @@ def main() -> None:
         flush=True,
     )
     try:
-        _serve(settings, worker, labs)
+        _serve(settings, worker, labs, sock_dir)
     finally:
         if worker.forks is not None:
             worker.forks.close()
@@ -113,10 +113,20 @@ def main() -> None:
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
-def _serve(settings: Settings, worker: LabWorker, labs: dict[str, Any]) -> None:
+def _serve(settings: Settings, worker: LabWorker, labs: dict[str, Any], sock_dir: str) -> None:
+    listeners: list[socket.socket] = []
     for line in sys.stdin:
         case = json.loads(line)
         lab = labs[case.get("lab", "sandbox-probe")]
+        if case.get("new_unix_socket"):
+            # A service that started after the worker's last run: a spare child sandboxed
+            # before it existed must not be the one that runs this case.
+            path = os.path.join(sock_dir, f"new-{len(listeners)}.sock")
+            listeners.append(socket.socket(socket.AF_UNIX))
+            listeners[-1].bind(path)
+            os.chmod(path, 0o777)
+            listeners[-1].listen()
+            case["params"]["target"] = path
         cfg = SandboxConfig(
             device=case.get("device", "cpu"),
             wall_s=lab.time_limit_s,

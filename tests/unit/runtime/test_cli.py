@@ -40,6 +40,7 @@ def test_lab_run_in_a_terminal() -> None:
             "shape=[4,32]",
             "--param",
             "format=q4_0",
+            "--json",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -62,3 +63,24 @@ def test_lab_run_rejects_bad_params_with_a_message(capsys: pytest.CaptureFixture
     assert cli.lab_run(all_labs(), "no-such-lab", []) == 2
     assert cli.lab_list(all_labs()) == 0
     assert "block-quantize" in capsys.readouterr().out
+
+
+def test_a_model_lab_in_a_terminal_starts_quietly_and_prints_rounded_numbers() -> None:
+    # Issue 20 item 12: transformers imported torchao, which logged "Failed to load
+    # …_C_mxfp8…" and torch's _pytree Enum warnings on every start; tables and the
+    # result printed 17.718452608157502 and cells cut to "0.00139842657…".
+    import re
+
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "lab", "run", "kv-quant", "--param", "eval_tokens=256"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    assert re.search(r"\d\.\d{7,}", out.stdout) is None  # nothing past 4 significant digits
+    assert "…" not in out.stdout
+    assert "KL from the full-precision cache: " in out.stdout and "Top-1 agreement: " in out.stdout
+    assert "The int4 cache (per-token) stores 4.5 bits per cached value" in out.stdout

@@ -39,6 +39,8 @@ CASES: dict[str, dict[str, Any]] = {
         "lab": "block-quantize",
         "params": {"distribution": "custom", "shape": [15, 4000], "values": [0.123456789] * 60_000},
     },
+    # The same lab again: the spare made after big_params runs it, figures and all.
+    "quantize_ahead": {"lab": "block-quantize", "params": {"shape": [64, 64]}},
     "cancel": {
         "lab": "sandbox-probe-slow",
         "params": {"mode": "sleep", "seconds": 20},
@@ -49,6 +51,14 @@ CASES: dict[str, dict[str, Any]] = {
         "params": {"mode": "sleep", "seconds": 20},
         "own_for": 0.3,
     },
+    # Spare children (labs.runtime.spare): after a run, the fork server prepares one for
+    # the same sandbox settings. The run above had other settings (another time limit):
+    # the next one gets a child of its own, the ones after it the spare made meanwhile.
+    "mark": {"params": {"mode": "leave_mark"}},
+    "mark_again": {"params": {"mode": "leave_mark"}},
+    "ok_ahead": {"params": {"mode": "ok"}},
+    "processes_ahead": {"params": {"mode": "list_processes"}},
+    "unix_socket_new": {"params": {"mode": "unix_socket"}, "new_unix_socket": True},
 }
 
 
@@ -235,3 +245,62 @@ def test_cancel_stops_the_child(outcomes: dict[str, dict[str, Any]]) -> None:
 def test_a_run_taken_away_from_the_worker_is_stopped(outcomes: dict[str, dict[str, Any]]) -> None:
     out = outcomes["lost"]
     assert out["status"] == "lost" and out["seconds"] < 3
+
+
+def ahead(out: dict[str, Any]) -> bool:
+    """Whether the run's child was a spare, sandboxed before the job arrived."""
+    return bool(out["environment"]["sandbox_ready_ahead"])
+
+
+def test_a_spare_runs_the_next_job_with_every_protection_a_fresh_child_has(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    fresh, spare = outcomes["ok"], outcomes["ok_ahead"]
+    assert not ahead(fresh) and ahead(spare)
+    assert spare["status"] == "succeeded", spare
+    enabled = {name: p["enabled"] for name, p in fresh["sandbox"].items()}
+    assert {name: p["enabled"] for name, p in spare["sandbox"].items()} == enabled
+    assert spare["result"]["uid"] == fresh["result"]["uid"]
+    assert spare["result"]["cwd"] == fresh["result"]["cwd"]
+    assert [k for k, _ in spare["events"]] == [k for k, _ in fresh["events"]]
+
+
+def test_a_spare_is_pid_1_of_its_own_pid_namespace(outcomes: dict[str, dict[str, Any]]) -> None:
+    out = outcomes["processes_ahead"]
+    assert ahead(out)
+    r = probe(outcomes, "processes_ahead")
+    assert r["blocked"], r["detail"]
+    assert "(this one is 1)" in r["detail"]
+    assert out["sandbox"]["process_tree"]["enabled"]
+    assert "PID namespace" in out["sandbox"]["process_tree"]["detail"]
+
+
+def test_no_run_finds_anything_an_earlier_run_left(outcomes: dict[str, dict[str, Any]]) -> None:
+    # "mark" followed a run with other sandbox settings: no spare fitted it.
+    assert not ahead(outcomes["mark"]) and ahead(outcomes["mark_again"])
+    for name in ("mark", "mark_again"):
+        r = probe(outcomes, name)
+        assert r["blocked"], r["detail"]  # no mark in memory, environment or /tmp
+    assert probe(outcomes, "mark")["detail"] != probe(outcomes, "mark_again")["detail"]
+
+
+def test_a_unix_socket_made_after_the_spare_is_masked_all_the_same(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    out = outcomes["unix_socket_new"]
+    assert not ahead(out)  # the host changed since the spare was sandboxed: a fresh child
+    r = probe(outcomes, "unix_socket_new")
+    assert r["blocked"], r["detail"]
+
+
+def test_a_lab_run_by_a_spare_streams_its_tables_metrics_and_figures(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    out = outcomes["quantize_ahead"]
+    assert out["status"] == "succeeded", out
+    assert ahead(out)
+    kinds = [k for k, _ in out["events"]]
+    assert {"table", "metric", "plot"} <= set(kinds)
+    plots = [d for k, d in out["events"] if k == "plot"]
+    assert len(plots) == 4 and all(p["svg"].startswith("<svg") for p in plots)
+    assert out["result"]["shape"] == [64, 64]

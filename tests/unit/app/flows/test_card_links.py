@@ -56,7 +56,12 @@ def test_every_card_link_prefills_its_lab_and_runs_with_those_params(flows_app, 
         assert len(hrefs) == 1, (slug, hrefs)
         url = urlsplit(hrefs[0])
         assert url.path == f"/labs/{lab_id}"
-        linked = {k: json.loads(v) for k, v in parse_qsl(url.query)}
+        query = dict(parse_qsl(url.query))
+        predict = query.pop("predict", None)
+        assert (
+            predict == flows_app.state.content.get().terms[slug].front.exercise.numeric_prediction
+        )
+        linked = {k: json.loads(v) for k, v in query.items()}
         assert linked == params, slug  # the link spells the card's params as JSON
         lab_page = learner.get(hrefs[0])
         assert lab_page.status_code == 200, slug
@@ -132,3 +137,40 @@ def test_block_quantize_cards_ask_for_the_granularity_the_link_runs(flows_app) -
         if re.search(r"per[- ]tensor", ex.predict) and not per_tensor:
             wrong.append(slug)
     assert wrong == []
+
+
+# Issue 20 item 9: the cards on what a model lab measures link that lab, prefilled, with
+# the output to predict one the lab accepts and grades.
+MODEL_LAB_CARDS = {
+    "perplexity": ("model-quality", "perplexity"),
+    "kl-divergence": ("model-quality", "kl_divergence"),
+    "top-1-agreement": ("model-quality", "top1_agreement"),
+    "gptq": ("quant-algorithms", "best_method"),
+    "awq": ("quant-algorithms", "best_method"),
+    "kv-cache-quantization": ("kv-quant", "kl_divergence"),
+    "imatrix": ("model-quality", "kl_divergence"),
+    "mixed-precision": ("tensor-sensitivity", "most_sensitive_kind"),
+    "quantization": ("block-quantize", "nbytes"),
+}
+
+
+def test_cards_link_their_model_lab_with_a_prediction_it_accepts(member) -> None:
+    for slug, (lab_id, key) in MODEL_LAB_CARDS.items():
+        page = BeautifulSoup(member.get(f"/terms/{slug}").text, "html.parser")
+        (href,) = [a["href"] for a in page.select("#try a[href^='/labs/']")]
+        url = urlsplit(href)
+        assert url.path == f"/labs/{lab_id}" and dict(parse_qsl(url.query))["predict"] == key
+        lab = get_lab(lab_id)
+        assert lab is not None
+        doc = BeautifulSoup(member.get(href).text, "html.parser")
+        if key in dict(lab.numeric_outputs):  # the number to predict is preselected
+            chosen = doc.select_one("#lab-form select[name=_metric] option[selected]")
+            assert chosen is not None and chosen["value"] == key, slug
+        else:  # a choice: the lab offers it
+            (choice,) = [c for c in lab.choice_outputs if c.key == key]
+            values = {o["value"] for o in doc.select("#lab-form select[name=_choice] option")}
+            assert {f"{key}:{o}" for o in choice.options} <= values, slug
+    predict = BeautifulSoup(member.get("/terms/quantization").text, "html.parser").select_one(
+        "#try"
+    )
+    assert "SQNR you expect to lose" not in predict.get_text()

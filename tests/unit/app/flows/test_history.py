@@ -49,7 +49,7 @@ def test_parameters_read_as_words_without_nulls(learner) -> None:
             page.select("details.params th"), page.select("details.params td"), strict=True
         )
     }
-    assert params == {"format": "int4", "shape": "256, 256", "seed": "0"}
+    assert params == {"Format": "int4", "shape": "256, 256", "seed": "0"}  # as the form names them
     for text in (table.text, page.text):
         assert "null" not in text and "None" not in text and '"values"' not in text
     assert first != second

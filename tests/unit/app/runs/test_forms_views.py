@@ -56,7 +56,7 @@ def test_form_text_is_parsed_and_validated_per_field() -> None:
 
 def test_view_helpers() -> None:
     assert (
-        format_value(0.000123456) == "1.23456e-04"
+        format_value(0.000123456) == "1.23456×10⁻⁴"
         and format_value(12345) == "12,345"
         and format_value(None) == "—"
     )

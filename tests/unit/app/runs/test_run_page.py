@@ -132,7 +132,7 @@ def test_compare_shows_deltas_ratios_words_and_both_figures(client: Any) -> None
     rows = {tr.th.get_text(strip=True): tr for tr in tiles.select("tbody tr")}
     bits = [td.get_text(strip=True) for td in rows["Bits per value"].select("td")]
     assert bits[0] == "4.5 bits" and bits[1] == "4.25 bits"
-    assert bits[2].startswith("-0.25") and bits[3].endswith("×")  # B − A and B ÷ A
+    assert bits[2].startswith("−0.25") and bits[3].endswith("×")  # B − A and B ÷ A
     # Both runs' lead figures (block 0 on the E2M1 grid) side by side.
     leads = soup.select(".compare-figures figure.plot img")
     assert len(leads) == 2 and {img["src"].split("/")[2] for img in leads} == {a, b}
@@ -152,3 +152,41 @@ def test_human_labels() -> None:
     row = DiffRow("x", 2, 3)
     assert (row.delta, row.ratio) == (1.0, 1.5)
     assert DiffRow("x", True, False).delta is None and DiffRow("x", 0, 1).ratio is None
+
+
+def test_paired_histograms_share_their_axes(client: Any) -> None:
+    # Issue 20 item 7: q6_k's errors drawn alone filled the axis as q4_k's did, 16× larger.
+    a = _stored_run(client, "block-quantize", {"format": "q4_k", "shape": [64, 256]})
+    b = _stored_run(client, "block-quantize", {"format": "q6_k", "shape": [64, 256]})
+    soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
+    charts = soup.select(".compare-shared figure.plot svg.chart")
+    assert len(charts) == 2
+    ticks = [[t.get_text() for t in c.select("g > text")] for c in charts]
+    assert ticks[0] == ticks[1]  # same x ticks and the same count scale
+    bars = [[float(r["width"]) for r in c.select("rect")] for c in charts]
+    assert sum(bars[1]) < sum(bars[0]) / 3  # q6_k has 4x finer steps: its errors look narrow
+    # no e-notation and no flattened keys in view: those sit behind a click
+    visible = soup.select_one("table.compare-tiles").get_text(" ")
+    assert "e+0" not in visible and "e-0" not in visible
+    assert soup.select_one("details.compare-results") is not None
+
+
+def test_the_shared_page_reads_like_the_run_page(client: Any) -> None:
+    from app.db import RunShare
+
+    run_id = _stored_run(client, "block-quantize", {"format": "nvfp4", "shape": [1024, 2304]})
+    with client.app.state.sessionmaker() as s:
+        s.add(RunShare(token="t" * 32, run_id=run_id))
+        s.commit()
+    page = client.get("/shared/" + "t" * 32)
+    soup = BeautifulSoup(page.text, "html.parser")
+    tiles = soup.select(".shared-run ul.tiles li.tile")
+    assert tiles, "no tiles"
+    texts = [t.select_one(".tile-value strong").get_text() for t in tiles]
+    assert any(t.endswith(("KiB", "MiB")) for t in texts), texts
+    first = soup.select_one(".shared-run .result").find(["ul", "figure", "table"])
+    assert first.name == "ul"  # tiles first, not a 32-row table of codes
+    assert "e+0" not in soup.select_one(".shared-run").get_text(" ")
+    imgs = [i["src"] for i in soup.select(".shared-run figure.plot img")]
+    assert imgs and all(src.startswith("/shared/" + "t" * 32 + "/plots/") for src in imgs)
+    assert run_id not in page.text
