@@ -26,8 +26,11 @@ from app.db import (
 )
 from app.ratelimit import Limiter
 from app.settings import Settings
+from app.textfields import too_long
 
-USERNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{3,40}$")
+MIN_USERNAME = 3
+MAX_USERNAME = 40
+USERNAME_RE = re.compile(rf"^[A-Za-z0-9_.-]{{{MIN_USERNAME},{MAX_USERNAME}}}$")
 MIN_PASSWORD = 10
 MAX_PASSWORD = 256
 _hasher = PasswordHasher()
@@ -37,10 +40,23 @@ class AccountError(ValueError):
     """A message for the learner (never reveals whether a username exists on sign-in)."""
 
 
+def check_lengths(username: str, password: str) -> None:
+    """Refuse (``AccountError``) a username or password longer than any account can
+    have, naming the limit: neither is ever cut to fit."""
+    message = too_long("A username", username, MAX_USERNAME) or too_long(
+        "A password", password, MAX_PASSWORD
+    )
+    if message:
+        raise AccountError(message)
+
+
 def check_new_credentials(username: str, password: str) -> None:
+    check_lengths(username, password)
     if not USERNAME_RE.match(username):
-        raise AccountError("Usernames are 3–40 letters, digits, '.', '_' or '-'.")
-    if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+        raise AccountError(
+            f"Usernames are {MIN_USERNAME}–{MAX_USERNAME} letters, digits, '.', '_' or '-'."
+        )
+    if len(password) < MIN_PASSWORD:
         raise AccountError(f"Passwords need {MIN_PASSWORD} to {MAX_PASSWORD} characters.")
 
 
@@ -88,13 +104,14 @@ def authenticate(
     Raises ``RateLimited`` (429) or ``AccountError`` (422)."""
     name = username.lower()
     limiter.hit(limiter.signin_ip, ip)
+    check_lengths(username, password)  # no such account: said before the per-name counts
     limiter.hit(limiter.signin_user_ip, name, ip)
     limiter.hit(limiter.signin_user, name)
     learner = session.scalar(select(Learner).where(func.lower(Learner.username) == name))
     ok = False
     if learner is not None and learner.password_hash:
         try:
-            ok = _hasher.verify(learner.password_hash, password[:MAX_PASSWORD])
+            ok = _hasher.verify(learner.password_hash, password)
         except (VerificationError, InvalidHashError):
             ok = False
     else:
@@ -109,8 +126,10 @@ def authenticate(
 
 
 def change_password(session: Session, learner: Learner, old: str, new: str) -> None:
+    if len(old) > MAX_PASSWORD:
+        raise AccountError("The current password is wrong.")
     try:
-        _hasher.verify(learner.password_hash or "", old[:MAX_PASSWORD])
+        _hasher.verify(learner.password_hash or "", old)
     except (VerificationError, InvalidHashError):
         raise AccountError("The current password is wrong.") from None
     check_new_credentials(learner.username or "", new)

@@ -106,6 +106,9 @@ class Run(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     event_count: Mapped[int] = mapped_column(Integer, default=0)
     duration_s: Mapped[float | None] = mapped_column(Float)
+    # Seconds the run should take, estimated from its parameters when it was queued
+    # (app.runs.cost): its lane, its place among the queued and the wait shown.
+    estimate_s: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -100,6 +100,10 @@ def json_depth_exceeds(body: bytes, limit: int) -> bool:
     return False
 
 
+# How long a refused body is drained before the connection is closed anyway.
+DRAIN_SECONDS = 10.0
+
+
 class BodyTooLarge(Exception):
     pass
 
@@ -153,6 +157,7 @@ class LowbitMiddleware:
             try:
                 body = await self._read_body(headers, receive)
             except BodyTooLarge:
+                await self._drain(headers, receive)
                 refusal = (413, self._too_large())
             else:
                 receive = _replay(body, receive)
@@ -256,6 +261,29 @@ class LowbitMiddleware:
             chunks.append(chunk)
             more = message.get("more_body", False)
         return b"".join(chunks)
+
+    async def _drain(self, headers: dict[bytes, bytes], receive: Receive) -> None:
+        """Read and discard the rest of a refused body, up to ``body_drain_bytes`` and
+        ``DRAIN_SECONDS``: closing a connection with unread data makes the kernel send
+        a reset, and a client still sending (a browser uploading a form) then shows
+        "connection reset" instead of the 413. A client that waits for
+        ``100 Continue`` has sent nothing and is answered at once; one that declares
+        more than the bound gets the 413 without the wait."""
+        bound = self.settings.body_drain_bytes
+        declared = headers.get(b"content-length", b"")
+        if b"100-continue" in headers.get(b"expect", b"").lower():
+            return
+        if declared.isdigit() and int(declared) > bound:
+            return
+        drained = 0
+        with anyio.move_on_after(DRAIN_SECONDS):
+            while drained <= bound:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                drained += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    return
 
     def _too_large(self) -> str:
         mib = self.settings.max_body_bytes / 1_048_576

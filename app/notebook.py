@@ -19,12 +19,14 @@ from app import review
 from app.db import NotebookEntry, Run, utcnow
 from app.markdown import render_markdown
 from app.quiz import AnswerError, convert, parse_number
+from app.textfields import too_long
 from labs.base import INTERVAL_SUFFIX, ChoiceOutput, Lab
 from labs.headline import human_label
 from labs.registry import get_lab
 
 PREDICTION_TOLERANCE = 0.10  # relative: within 10 % counts as a good prediction
 MAX_TEXT = 2000
+MAX_QUERY = 200  # a notebook search uses this many characters (and says so when cut)
 PERCENT = 100
 
 
@@ -86,7 +88,9 @@ def _read_choice(lab: Lab, form: dict[str, str], text: str) -> Prediction | None
 
 def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
     """The ``_prediction``, ``_metric`` and ``_predicted_value`` fields of a lab form."""
-    text = form.get("_prediction", "").strip()[:MAX_TEXT]
+    text = form.get("_prediction", "").strip()
+    if message := too_long("A prediction", text, MAX_TEXT):
+        raise PredictionError(message, field="_prediction")
     if "\x00" in text:  # PostgreSQL text cannot hold it: refuse before the run is created
         raise PredictionError(
             "The prediction contains a NUL character; remove it.", field="_prediction"
@@ -303,16 +307,26 @@ def for_run(session: Session, run: Run) -> NotebookEntry | None:
     return entry
 
 
+def reflection_problem(next_step: str, evidence: str) -> str | None:
+    """Why a reflection cannot be saved as typed, or None."""
+    if not next_step.strip():
+        return "Write one safe next diagnostic step."
+    return too_long("The next step", next_step.strip(), MAX_TEXT) or too_long(
+        "The evidence", evidence.strip(), MAX_TEXT
+    )
+
+
 def reflect(session: Session, entry: NotebookEntry, next_step: str, evidence: str) -> None:
-    entry.next_step = next_step.strip()[:MAX_TEXT]
-    entry.evidence = evidence.strip()[:MAX_TEXT]
+    """Save a reflection that ``reflection_problem`` passed."""
+    entry.next_step = next_step.strip()
+    entry.evidence = evidence.strip()
     entry.updated_at = utcnow()
     session.commit()
 
 
 def search(session: Session, learner: str, q: str = "", limit: int = 200) -> list[NotebookEntry]:
     stmt = select(NotebookEntry).where(NotebookEntry.learner_id == learner)
-    q = q.strip()[:200]
+    q = q.strip()[:MAX_QUERY]
     if q:
         like = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         fields = (

@@ -69,6 +69,19 @@ class Settings(BaseSettings):
         2, ge=1, description="Attempts before a run lost with its worker is failed"
     )
     worker_concurrency: int = Field(1, ge=1, description="Runs one worker process executes at once")
+    short_run_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="Runs estimated (app/runs/cost.py) under this many seconds go in the short "
+        "lane: taken before long runs, and by the short-lane slots too",
+    )
+    short_lane_slots: int = Field(
+        2,
+        ge=0,
+        description="Slots each worker keeps for short CPU runs alone, beside worker_concurrency, "
+        "so a short run never waits behind long ones (0: none). Two, so short runs behind a "
+        "long one get two thirds of two cores, not half (docs/reliability.md)",
+    )
     worker_shutdown_grace_seconds: float = Field(
         10.0,
         ge=0,
@@ -143,6 +156,12 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (bytes); larger gets 413"
+    )
+    body_drain_bytes: int = Field(
+        64 * 1_048_576,
+        ge=0,
+        description="How much of a refused (413) body is read and discarded so the client, "
+        "still sending, receives the 413 instead of a connection reset (bytes)",
     )
     max_json_depth: int = Field(
         32, ge=2, description="Deepest nesting of arrays/objects accepted in a JSON body or field"

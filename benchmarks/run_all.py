@@ -15,8 +15,10 @@ SCRIPTS = [
     "labs.py",
     "exercises.py",
     "model_labs.py",
+    "cost_model.py",
     "load.py",
     "burst.py",
+    "fairness.py",
     "fuzz.py",
 ]
 

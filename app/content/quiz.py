@@ -17,8 +17,10 @@ from pydantic import Field, TypeAdapter, model_validator
 
 from app.content.base import Fact, Strict
 from app.quiz import AnswerError, convert, fmt_number, parse_number
+from app.textfields import too_long
 
 MAX_ANSWER_CHARS = 2000
+MAX_NUMBER_CHARS = 60  # "1.23e-4 GiB/s" with room to spare
 
 
 @dataclass
@@ -43,6 +45,8 @@ class QuizItemBase(Strict):
 
     # The template (under templates/) that renders this type's inputs.
     widget: ClassVar[str]
+    # The longest answer accepted (characters); the widget's maxlength says the same.
+    max_answer_chars: ClassVar[int] = MAX_ANSWER_CHARS
 
     def expected_text(self) -> str:
         """The right answer as the learner reads it after answering."""
@@ -163,6 +167,7 @@ class Numeric(QuizItemBase):
     tolerance_mode: Literal["abs", "rel"] = "rel"
     unit: str | None = None
     widget: ClassVar[str] = "quiz/_widget_numeric.html"
+    max_answer_chars: ClassVar[int] = MAX_NUMBER_CHARS
 
     @model_validator(mode="after")
     def _shape(self) -> Numeric:
@@ -250,7 +255,10 @@ def parse_quiz_item(data: dict[str, Any]) -> QuizItemBase:
 
 def grade(item: QuizItemBase, form: dict[str, list[str]]) -> Grade:
     """Grade one submission. ``form`` maps field names to their submitted values."""
-    answers = [a[:MAX_ANSWER_CHARS] for a in form.get("answer", [])]
+    answers = form.get("answer", [])
+    for a in answers:
+        if message := too_long("An answer", a, item.max_answer_chars):
+            raise AnswerError(message)
     return item.grade(answers, form)
 
 

@@ -19,7 +19,8 @@ router = routes.router(tags=["accounts"])
 
 
 def _fields(form: FormData, *names: str) -> list[str]:
-    return [str(form.get(n, ""))[:300] for n in names]
+    """As typed: lengths are checked by app.accounts, which names the limit."""
+    return [str(form.get(n, "")) for n in names]
 
 
 def _safe_next(raw: str) -> str:

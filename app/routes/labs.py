@@ -24,7 +24,7 @@ from app.deps import (
     anonymous_run_limit,
 )
 from app.runs import forms, store
-from app.runs.service import HISTORY_LIMIT, run_context, start_run
+from app.runs.service import HISTORY_LIMIT, form_estimate, run_context, start_run
 from app.templating import is_htmx, render
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
@@ -65,6 +65,7 @@ def _lab_page(
             "typed": values if isinstance(values, dict) else {},
             "pred_errors": {k: v for k, v in errors.items() if k.startswith("_")},
             "history": store.list_runs(session, learner, lab.id, limit=HISTORY_LIMIT),
+            "estimate": form_estimate(lab, values),
         },
         block_name=block_name,
         status_code=status_code,
@@ -102,6 +103,17 @@ def lab_page(
     if predict in dict(lab.numeric_outputs):
         values = {**(values or {}), "_metric": predict}
     return _lab_page(request, session, learner, lab, values, errors, notes=notes)
+
+
+@router.get("/labs/{lab_id}/estimate", response_class=HTMLResponse)
+def lab_estimate(lab: LabDep, request: Request) -> HTMLResponse:
+    """How long a run with the form's values (as query parameters) takes: the
+    sentence beside the Run button, fetched again when a field changes."""
+    values = dict(request.query_params.items())
+    values.pop("csrf_token", None)
+    return render(
+        request, "labs/_estimate_text.html", {"estimate": form_estimate(lab, values or None)}
+    )
 
 
 @router.get("/labs/{lab_id}/history", response_class=HTMLResponse)

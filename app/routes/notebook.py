@@ -10,6 +10,7 @@ from app import notebook, routes
 from app.db import NotebookEntry, Run
 from app.deps import FormDep, LearnerDep, SessionDep
 from app.templating import render
+from app.textfields import too_long
 
 router = routes.router(tags=["notebook"])
 
@@ -34,10 +35,17 @@ def notebook_page(
     runs = _runs(session, entries)
     for e in entries:
         notebook.settle(session, e, runs.get(e.run_id or ""))
+    cut = too_long("A search", q.strip(), notebook.MAX_QUERY)
     return render(
         request,
         "notebook/index.html",
-        {"entries": entries, "runs": runs, "q": q[:200]},
+        {
+            "entries": entries,
+            "runs": runs,
+            "q": q.strip()[: notebook.MAX_QUERY],
+            "max_query": notebook.MAX_QUERY,
+            "note": f"{cut} Searched for its first {notebook.MAX_QUERY}." if cut else "",
+        },
         block_name="entries",
     )
 
@@ -59,14 +67,17 @@ def reflect(
 ) -> Response:
     entry = _entry(session, entry_id, learner)
     next_step, evidence = (str(form.get(k, "")) for k in ("next_step", "evidence"))
-    if not next_step.strip():
+    if problem := notebook.reflection_problem(next_step, evidence):
+        # The form comes back with what was typed, not with what was saved before.
+        typed = {"next_step": next_step, "evidence": evidence}
         return render(
             request,
             "notebook/_compare.html",
             {
                 "entry": entry,
                 "run": session.get(Run, entry.run_id or ""),
-                "error": "Write one safe next diagnostic step.",
+                "error": problem,
+                "typed": typed,
             },
             status_code=422,
         )

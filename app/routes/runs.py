@@ -23,6 +23,7 @@ from app import notebook, routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import (
     NO_SUCH_RUN,
+    FormDep,
     LabDep,
     LabsDep,
     LearnerDep,
@@ -34,6 +35,7 @@ from app.deps import (
     get_own_run,
 )
 from app.runs import store
+from app.runs.cost import about, ordinal
 from app.runs.live import SSE_HEADERS, After, Waiting, resume_from, stream
 from app.runs.service import (
     HISTORY_LIMIT,
@@ -59,6 +61,8 @@ RUN_ENDED = "run-ended"
 Seq = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 templates.env.filters.setdefault("labvalue", format_value)
+templates.env.filters.setdefault("about", about)
+templates.env.filters.setdefault("ordinal", ordinal)
 templates.env.filters.setdefault("runparams", format_params)
 templates.env.globals.setdefault("labhistogram", histogram_svg)
 templates.env.globals.setdefault("run_actuals", notebook.actuals)
@@ -125,9 +129,9 @@ async def api_start_run(
 
 
 @router.get("/api/runs/{run_id}")
-def api_run(run: RunDep, session: SessionDep) -> dict[str, Any]:
+def api_run(run: RunDep, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     return store.run_json(
-        run, store.events_after(session, run.id), store.queue_position(session, run)
+        run, store.events_after(session, run.id), store.queue_place(session, run, settings)
     )
 
 
@@ -159,7 +163,11 @@ def api_events(
 
     def status(run: Run, waiting: Waiting | None) -> str:
         place = waiting.position if waiting else None
-        return sse("status", json.dumps({"status": run.status, "queue_position": place}))
+        wait = waiting.wait if waiting else ""
+        return sse(
+            "status",
+            json.dumps({"status": run.status, "queue_position": place, "queue_wait": wait}),
+        )
 
     def end(run: Run) -> str:
         return sse(
@@ -201,6 +209,7 @@ def html_events(
                     waiting.workers_up if waiting else 0,
                     csrf_token,
                     level,
+                    waiting.wait if waiting else "",
                 )
             ),
         )
@@ -274,7 +283,10 @@ def run_cancel(
     settings: SettingsDep,
     labs: LabsDep,
     learner: LearnerDep,
+    form: FormDep,
 ) -> Response:
+    """Cancel from the run's page (htmx swaps the run in place) or from a history
+    table (back to the table: ``next``, a path on this site)."""
     run = store.cancel_run(session, run_id, learner)
     if run is None:
         raise HTTPException(404, NO_SUCH_RUN)
@@ -282,7 +294,9 @@ def run_cancel(
         ctx = run_context(session, settings, labs, run)
         ctx["heading_level"] = heading_level(request)
         return render(request, "runs/run.html", ctx, block_name="run")
-    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+    back = str(form.get("next") or "")
+    local = back.startswith("/") and not back.startswith("//") and "\\" not in back
+    return RedirectResponse(back if local else f"/runs/{run_id}", status_code=303)
 
 
 @router.get("/runs/{run_id}/plots/{seq}.svg")

@@ -9,6 +9,7 @@ from app import routes
 from app.deps import SessionDep
 from app.search import MAX_QUERY, search, suggest
 from app.templating import is_htmx, render
+from app.textfields import too_long
 
 router = routes.router(tags=["search"])
 
@@ -25,12 +26,17 @@ def _page(raw: str) -> int:
 def search_page(
     request: Request, session: SessionDep, q: str = "", page: str = "1"
 ) -> HTMLResponse:
-    q = q[: MAX_QUERY * 5]
+    # A search uses its first MAX_QUERY characters, and says so when there were more.
+    cut = too_long("A search", q, MAX_QUERY)
+    note = f"{cut} Searched for its first {MAX_QUERY}." if cut else ""
+    q = q[:MAX_QUERY]
     n = _page(page[:4])
     # One hit past this page says whether there is a next one.
     found = search(session, q, limit=n * PAGE_SIZE + 1) if q.strip() else []
     ctx = {
-        "q": q[:MAX_QUERY],
+        "q": q,
+        "note": note,
+        "max_query": MAX_QUERY,
         "hits": found[(n - 1) * PAGE_SIZE : n * PAGE_SIZE],
         "page": n,
         "first": (n - 1) * PAGE_SIZE + 1,

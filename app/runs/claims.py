@@ -18,8 +18,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import FINAL_STATUSES, Run, RunEvent, Worker, utcnow
+from app.runs import store
 from app.runs.queue import RunQueue
-from app.runs.store import changed_rows
+from app.runs.store import changed_rows, is_short
 from app.settings import Settings
 
 log = logging.getLogger("lowbit.runs")
@@ -53,6 +54,25 @@ def claim(factory: sessionmaker[Session], run_id: str, worker_id: str) -> Run | 
         )
         s.commit()
         return s.get(Run, run_id) if taken else None
+
+
+# Candidates a worker tries, in fair order, before giving its turn up: each lost
+# race means another worker took that run.
+CLAIM_TRIES = 8
+
+
+def claim_next(
+    factory: sessionmaker[Session], worker_id: str, queue: str, short: bool, settings: Settings
+) -> Run | None:
+    """Take the queued run of one lane whose turn it is (``store.fair_order``:
+    round-robin between learners); None if the lane has none left."""
+    with factory() as s:
+        order = store.queued_in_lane(s, queue, short, settings, limit=store.FAIR_WINDOW)
+    for candidate in order[:CLAIM_TRIES]:
+        run = claim(factory, candidate.id, worker_id)
+        if run is not None:
+            return run
+    return None
 
 
 def append_events(
@@ -226,7 +246,7 @@ def reap(
     report = ReapReport()
     with factory() as s:
         stale = s.execute(
-            select(Run.id, Run.attempts, Run.queue).where(
+            select(Run.id, Run.attempts, Run.queue, Run.estimate_s).where(
                 Run.status == "running", Run.heartbeat_at < cutoff
             )
         ).all()
@@ -236,7 +256,7 @@ def reap(
             .values(status="lost")
         )
         s.commit()
-    for run_id, attempts, qname in stale:
+    for run_id, attempts, qname, estimate_s in stale:
         is_stale = (Run.id == run_id, Run.status == "running", Run.heartbeat_at < cutoff)
         with factory() as s:
             if attempts < settings.max_attempts:
@@ -255,7 +275,7 @@ def reap(
                         f"The worker running attempt {attempts} stopped responding; "
                         f"the run was queued again (attempt {attempts + 1} of {settings.max_attempts}).",
                     )
-                    queue.enqueue(run_id, qname)
+                    queue.enqueue(run_id, qname, short=is_short(estimate_s, settings))
                     report.requeued.append(run_id)
             else:
                 n = changed_rows(
@@ -271,7 +291,7 @@ def reap(
                 s.commit()
                 if n:
                     report.failed.append(run_id)
-    report.reenqueued = _reenqueue_lost(factory, queue, now)
+    report.reenqueued = _reenqueue_lost(factory, queue, settings, now)
     if report.requeued or report.failed or report.reenqueued:
         log.warning(
             "reaper",
@@ -284,20 +304,33 @@ def reap(
     return report
 
 
-def _reenqueue_lost(factory: sessionmaker[Session], queue: RunQueue, now: datetime) -> list[str]:
+def _reenqueue_lost(
+    factory: sessionmaker[Session], queue: RunQueue, settings: Settings, now: datetime
+) -> list[str]:
+    """Give each lane back the turns it lost: a message is a turn, not a claim on one
+    run, so a lane needs as many messages as it has queued runs. The missing ones
+    are enqueued for the oldest runs without a message of their own (and only for
+    runs old enough to have had one)."""
     old = now - timedelta(seconds=LOST_QUEUED_MIN_AGE_S)
     with factory() as s:
         waiting = s.execute(
-            select(Run.id, Run.queue).where(Run.status == "queued", Run.created_at < old)
+            select(Run.id, Run.queue, Run.estimate_s, Run.created_at)
+            .where(Run.status == "queued")
+            .order_by(Run.created_at)
         ).all()
-    if not waiting:
-        return []
+    lanes: dict[tuple[str, bool], list[tuple[str, bool]]] = {}
+    for run_id, qname, estimate_s, created_at in waiting:
+        lanes.setdefault((qname, is_short(estimate_s, settings)), []).append(
+            (run_id, created_at < old)
+        )
     found: list[str] = []
-    pending: dict[str, set[str]] = {}
-    for run_id, qname in waiting:
-        if qname not in pending:
-            pending[qname] = queue.pending_ids(qname)
-        if run_id not in pending[qname]:
-            queue.enqueue(run_id, qname)
+    for (qname, short), runs in lanes.items():
+        missing = len(runs) - queue.pending_count(qname, short)
+        if missing <= 0:
+            continue
+        pending = queue.pending_ids(qname, short)
+        lost = [run_id for run_id, is_old in runs if is_old and run_id not in pending]
+        for run_id in lost[:missing]:
+            queue.enqueue(run_id, qname, short)
             found.append(run_id)
     return found

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app import cpu
 from app.db import INT32_MAX, Run, RunEvent
 from app.runs import store
+from app.runs.cost import about
 from app.settings import Settings
 
 # Seconds between database polls of an event stream: the shortest right after news
@@ -36,10 +37,13 @@ After = Annotated[int, Query(ge=0, le=INT32_MAX, description="resume after this 
 
 @dataclass(frozen=True)
 class Waiting:
-    """Where a queued run stands: its place in the queue and whether a worker takes it."""
+    """Where a queued run stands: its place in the order workers take runs, the wait
+    as the page says it ("about 40 s"; "" with no worker up) and whether a worker
+    takes it. Compared between polls, so the wait is kept as said, not in seconds."""
 
     position: int | None
     workers_up: int
+    wait: str = ""
 
 
 def _poll(
@@ -52,9 +56,12 @@ def _poll(
         # status read here means the events read next are complete.
         events = store.events_after(s, run_id, after)
         waiting = None
-        if run.status == "queued":
+        place = store.queue_place(s, run, settings)
+        if place is not None:
             waiting = Waiting(
-                store.queue_position(s, run), store.live_workers(s, run.queue, settings)
+                place.position,
+                store.live_workers(s, run.queue, settings),
+                about(place.wait_s) if place.wait_s is not None else "",
             )
         return run, events, waiting
 

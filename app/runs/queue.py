@@ -7,6 +7,12 @@ their own loop rather than huey's consumer, because each message becomes a
 forked sandboxed child of a warm parent, not a function call in a worker thread.
 Delivery is at-least-once: a worker claims a run with an atomic UPDATE and skips
 ids that are no longer ``queued``, so a duplicate message is harmless.
+
+Each queue has two lanes, each its own huey queue: ``cpu`` and ``cpu-short`` (runs
+estimated under ``short_run_seconds``, app.runs.cost). A message is a turn in its
+lane, not a claim on its run: the worker that takes it claims the run of that lane
+whose turn it is (``claims.claim_next``: round-robin between learners), so each
+lane holds at least as many messages as it has queued runs.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from app.runs.bells import WORKERS, Ringer
 from app.settings import Settings
 
 QUEUES = ("cpu", "gpu")
+SHORT_SUFFIX = "-short"
 TASK_NAME = "lowbit.run_lab"
 QUEUE_FILE = "queue.db"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -83,27 +90,48 @@ class RunQueue:
             timeout=SQLITE_BUSY_TIMEOUT_S,
         )
 
-    def enqueue(self, run_id: str, queue: str) -> None:
-        self._huey(queue)
-        self._tasks[queue](run_id)
+    def enqueue(self, run_id: str, queue: str, short: bool = False) -> None:
+        """A turn for ``run_id`` in its lane of ``queue``; idle workers are woken."""
+        name = lane(queue, short)
+        self._huey(name)
+        self._tasks[name](run_id)
         self._workers.ring(run_id)
 
-    def dequeue(self, queues: list[str]) -> tuple[str, str] | None:
-        """The next (queue, run id) from the first non-empty queue in ``queues``."""
-        for name in queues:
+    def dequeue(self, lanes: list[str]) -> tuple[str, str] | None:
+        """The next (lane, run id) from the first non-empty lane in ``lanes``."""
+        for name in lanes:
             task = self._huey(name).dequeue()
             if task is not None and task.args:
                 return name, str(task.args[0])
         return None
 
-    def pending_ids(self, queue: str) -> set[str]:
-        """Run ids waiting in ``queue`` (reads the whole queue: for the reaper, not hot paths)."""
-        return {str(t.args[0]) for t in self._huey(queue).pending() if t.args}
+    def pending_ids(self, queue: str, short: bool | None = None) -> set[str]:
+        """Run ids waiting in ``queue`` (both lanes unless ``short`` names one; reads
+        the whole queue: for the reaper, not hot paths)."""
+        return {
+            str(t.args[0]) for name in _lanes(queue, short) for t in self._huey(name).pending()
+            if t.args
+        }  # fmt: skip
 
-    def pending_count(self, queue: str) -> int:
-        return int(self._huey(queue).pending_count())
+    def pending_count(self, queue: str, short: bool | None = None) -> int:
+        return sum(int(self._huey(name).pending_count()) for name in _lanes(queue, short))
 
     def flush(self) -> None:
         """Drop every message (tests and `queue lost` drills only)."""
         for name in QUEUES:
-            self._huey(name).flush()
+            for short in (False, True):
+                self._huey(lane(name, short)).flush()
+
+
+def lane(queue: str, short: bool) -> str:
+    """The huey queue of one lane of ``queue``."""
+    return queue + SHORT_SUFFIX if short else queue
+
+
+def lane_of(name: str) -> tuple[str, bool]:
+    """(queue, short) of a lane's huey queue name."""
+    return name.removesuffix(SHORT_SUFFIX), name.endswith(SHORT_SUFFIX)
+
+
+def _lanes(queue: str, short: bool | None) -> list[str]:
+    return [lane(queue, s) for s in ((False, True) if short is None else (short,))]

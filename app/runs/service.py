@@ -4,7 +4,7 @@ HTTP layer (app.routes) and the run store, so no router imports another."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from app import notebook
 from app.db import Run, RunShare
-from app.runs import store
+from app.runs import cost, forms, store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
 from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress, shared_histograms
@@ -57,6 +57,17 @@ def start_run(
     return run, {}, ACCEPTED
 
 
+def form_estimate(lab: Lab, values: Mapping[str, Any] | None) -> str:
+    """What the lab form says a run with ``values`` (form text; None: the defaults)
+    takes on this server ("about 2 min"); "" while the values are not valid."""
+    try:
+        text = {k: str(v) for k, v in (values or {}).items()}
+        params = lab.validate(forms.parse_form(lab, text) if values else {})
+    except (InvalidParams, ValueError):  # ValueError: a field nested past the form's depth
+        return ""
+    return cost.about(cost.estimate_seconds(lab.id, params.model_dump(mode="json")))
+
+
 def run_context(
     session: Session, settings: Settings, labs: LabCatalogue, run: Run
 ) -> dict[str, Any]:
@@ -82,7 +93,7 @@ def run_context(
         "progress": latest_progress(events),
         "last_seq": events[-1]["seq"] if events else 0,
         "active": not run.is_final,
-        "queue_position": store.queue_position(session, run),
+        "queue_place": store.queue_place(session, run, settings),
         "workers_up": (
             store.live_workers(session, run.queue, settings) if run.status == "queued" else None
         ),

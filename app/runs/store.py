@@ -15,14 +15,16 @@ The worker's writes (claim, events, finish, heartbeats, the reaper) are in
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, CursorResult, and_, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db import Learner, Run, RunEvent, Worker, utcnow
+from app.runs import cost
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from labs.base import Lab, LabParams, NeedsGPU
@@ -30,6 +32,10 @@ from labs.base import Lab, LabParams, NeedsGPU
 log = logging.getLogger("lowbit.runs")
 
 ACTIVE_STATUSES = ("queued", "running")
+# Queued runs of one lane the fair order looks at (the oldest; more wait their turn).
+FAIR_WINDOW = 500
+# How far back "served last" looks (seconds): after an hour every learner is new again.
+SERVED_WINDOW_S = 3600.0
 CANCELLED_ERROR = "Cancelled by the learner."
 
 
@@ -108,12 +114,14 @@ def create_run(
     enqueue is lost, the reaper finds the queued run and enqueues it again.
     """
     now = check_quotas(session, settings, learner_id, lab.needs_gpu is NeedsGPU.required)
+    stored = params.model_dump(mode="json")
     run = Run(
         learner_id=learner_id,
         lab_id=lab.id,
         status="queued",
         queue=lab.queue,
-        params=params.model_dump(mode="json"),
+        params=stored,
+        estimate_s=cost.estimate_seconds(lab.id, stored),
         created_at=now,
     )
     session.add(run)
@@ -132,7 +140,7 @@ def submit(
     """``create_run`` then enqueue; a failed enqueue is logged and left to the reaper."""
     run = create_run(session, settings, learner_id, lab, params)
     try:
-        queue.enqueue(run.id, run.queue)
+        queue.enqueue(run.id, run.queue, short=is_short(run.estimate_s, settings))
     except Exception:  # the run is safe in the database; the reaper enqueues it later
         log.exception("enqueue failed; the reaper will retry", extra={"run": run.id})
     return run
@@ -181,27 +189,132 @@ def cancel_run(session: Session, run_id: str, learner_id: str) -> Run | None:
     return run
 
 
-def queue_position(session: Session, run: Run) -> int | None:
-    """The run's place among the queued runs of its queue (1 = next), by creation
-    time with ties by id; None unless the run is queued.
+def is_short(estimate_s: float | None, settings: Settings) -> bool:
+    """Whether a run with this estimate goes in the short lane (no estimate: long)."""
+    return estimate_s is not None and estimate_s < settings.short_run_seconds
 
-    Workers take messages in enqueue order, which is creation order except for a
-    run re-queued after its worker was lost: that one counts from its creation
-    time here, so the number is what a learner waits behind, not an exact turn.
-    """
+
+@dataclass(frozen=True)
+class Queued:
+    """What the fair order of queued runs looks at."""
+
+    id: str
+    learner_id: str
+    created_at: datetime
+    estimate_s: float | None
+
+
+def fair_order(
+    runs: Sequence[Queued],
+    running: Mapping[str, int],
+    last_started: Mapping[str, datetime | None] | None = None,
+) -> list[Queued]:
+    """Queued runs of one lane in the order workers take them: round-robin between
+    learners. A run's turn is how many runs its learner has ahead of it (running, or
+    queued before it); within a turn the learner served longest ago goes first
+    (``last_started``: when each learner's latest run started; never: first), then
+    the oldest run. So a learner with many runs queued gets one in each round, one
+    with a run running waits for those with none, and one just served waits for
+    those who were not."""
+    last = last_started or {}
+    seen: dict[str, int] = {}
+    keyed = []
+    for r in sorted(runs, key=lambda r: (r.created_at, r.id)):
+        turn = running.get(r.learner_id, 0) + seen.get(r.learner_id, 0)
+        seen[r.learner_id] = seen.get(r.learner_id, 0) + 1
+        served = last.get(r.learner_id)
+        keyed.append(((turn, served is not None, served or r.created_at, r.created_at, r.id), r))
+    return [r for _, r in sorted(keyed, key=lambda kr: kr[0])]
+
+
+def lane_filter(short: bool, settings: Settings) -> ColumnElement[bool]:
+    if short:
+        return Run.estimate_s < settings.short_run_seconds
+    return or_(Run.estimate_s.is_(None), Run.estimate_s >= settings.short_run_seconds)
+
+
+def queued_in_lane(
+    session: Session, queue: str, short: bool, settings: Settings, limit: int = FAIR_WINDOW
+) -> list[Queued]:
+    """The oldest ``limit`` queued runs of one lane of ``queue``, in fair order."""
+    rows = session.execute(
+        select(Run.id, Run.learner_id, Run.created_at, Run.estimate_s)
+        .where(Run.status == "queued", Run.queue == queue, lane_filter(short, settings))
+        .order_by(Run.created_at, Run.id)
+        .limit(limit)
+    ).all()
+    running = dict(
+        session.execute(
+            select(Run.learner_id, func.count())
+            .where(Run.status == "running", Run.queue == queue)
+            .group_by(Run.learner_id)
+        ).all()
+    )
+    learners = {r.learner_id for r in rows}
+    since = utcnow() - timedelta(seconds=SERVED_WINDOW_S)
+    last_started = (
+        dict(
+            session.execute(
+                select(Run.learner_id, func.max(Run.started_at))
+                .where(Run.learner_id.in_(learners), Run.queue == queue, Run.started_at > since)
+                .group_by(Run.learner_id)
+            ).all()
+        )
+        if learners
+        else {}
+    )
+    return fair_order([Queued(*r) for r in rows], running, last_started)
+
+
+@dataclass(frozen=True)
+class Place:
+    """A queued run's place in its lane (1 = next) and the wait before it starts
+    (seconds; None with no live worker to count on)."""
+
+    position: int
+    wait_s: float | None
+
+
+def queue_place(session: Session, run: Run, settings: Settings) -> Place | None:
+    """Where a queued run stands, in the order workers will take it; None unless
+    queued. The wait adds the estimates of the runs ahead (for a long run, also what
+    is left of the runs running and the short runs, which go first) and divides by
+    the slots that take its lane."""
     if run.status != "queued":
         return None
-    ahead = session.scalar(
-        select(func.count())
-        .select_from(Run)
-        .where(
-            Run.queue == run.queue,
-            Run.status == "queued",
-            (Run.created_at < run.created_at)
-            | ((Run.created_at == run.created_at) & (Run.id < run.id)),
+    short = is_short(run.estimate_s, settings)
+    order = queued_in_lane(session, run.queue, short, settings)
+    ids = [q.id for q in order]
+    position = ids.index(run.id) + 1 if run.id in ids else len(ids) + 1
+    ahead = sum(q.estimate_s or 0.0 for q in order[: position - 1])
+    workers = live_workers(session, run.queue, settings)
+    slots = workers * settings.worker_concurrency
+    if short and run.queue == "cpu":
+        slots += workers * settings.short_lane_slots
+    else:
+        ahead += _left_running(session, run.queue)
+        ahead += sum(
+            q.estimate_s or 0.0 for q in queued_in_lane(session, run.queue, True, settings)
         )
+    return Place(position, ahead / slots if slots else None)
+
+
+def _left_running(session: Session, queue: str) -> float:
+    """Seconds the running runs of ``queue`` should still take, by their estimates."""
+    now = utcnow()
+    rows = session.execute(
+        select(Run.estimate_s, Run.started_at).where(Run.status == "running", Run.queue == queue)
+    ).all()
+    return sum(
+        max(0.0, (est or 0.0) - (now - started).total_seconds()) if started else (est or 0.0)
+        for est, started in rows
     )
-    return int(ahead or 0) + 1
+
+
+def queue_position(session: Session, run: Run, settings: Settings) -> int | None:
+    """The run's place in the order workers will take it (1 = next); None unless queued."""
+    place = queue_place(session, run, settings)
+    return place.position if place else None
 
 
 def worker_is_live(settings: Settings) -> ColumnElement[bool]:
@@ -217,15 +330,17 @@ def live_workers(session: Session, queue: str, settings: Settings) -> int:
     return sum(1 for queues in rows if queue in queues.split(","))
 
 
-def run_json(run: Run, events: Sequence[RunEvent], position: int | None = None) -> dict[str, Any]:
-    """The API's view of a run (``GET /api/runs/{id}``); ``queue_position`` is
-    ``queue_position()`` while the run is queued, else None."""
+def run_json(run: Run, events: Sequence[RunEvent], place: Place | None = None) -> dict[str, Any]:
+    """The API's view of a run (``GET /api/runs/{id}``); ``queue_position`` and
+    ``queue_wait_s`` come from ``queue_place()`` while the run is queued, else None."""
     return {
         "id": run.id,
         "lab": run.lab_id,
         "status": run.status,
         "queue": run.queue,
-        "queue_position": position,
+        "queue_position": place.position if place else None,
+        "queue_wait_s": round(place.wait_s, 1) if place and place.wait_s is not None else None,
+        "estimate_s": run.estimate_s,
         "params": run.params,
         "events": [event_json(e) for e in events],
         "result": run.result,

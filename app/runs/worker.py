@@ -6,7 +6,9 @@ a fresh interpreter without its settings) that imports torch and everything labs
 use once, does no tensor work, and forks one child per run; the worker keeps the
 child's pipes and records what it did. Threads in the worker: one
 per concurrent run (each polls the queues, claims a run, forks, and pumps the
-child's events into the database), plus one maintenance thread (heartbeats,
+child's events into the database), ``short_lane_slots`` more that take only short
+CPU runs (so a short run never waits behind long ones), plus one maintenance
+thread (heartbeats,
 cancellation requests, the reaper). SIGTERM/SIGINT stop taking runs, let
 running ones finish for a grace period, then stop them and put them back in
 the queue; a second signal stops them at once.
@@ -31,11 +33,12 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from app.db import make_engine, make_sessionmaker
+from app.db import Run, make_engine, make_sessionmaker
 from app.runs import claims, judging
 from app.runs.bells import STREAMS, WORKERS, Bell, Ringer, open_bell
 from app.runs.catalog import LabCatalogue, lab_catalogue
-from app.runs.queue import QUEUES, RunQueue
+from app.runs.queue import QUEUES, RunQueue, lane, lane_of
+from app.runs.store import is_short
 from app.settings import Settings
 from labs.base import InvalidParams, NeedsGPU
 from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
@@ -213,6 +216,7 @@ class LabWorker:
                 "device": self.device,
                 "gpus": self.gpus or [],
                 "concurrency": self.settings.worker_concurrency,
+                "short_lane_slots": self.settings.short_lane_slots,
             },
         )
         log.info(
@@ -222,9 +226,19 @@ class LabWorker:
         maint = threading.Thread(target=self._maintenance, name="lowbit-maintenance", daemon=True)
         maint.start()
         threads = [
-            threading.Thread(target=self._take_runs, name=f"lowbit-run-{i}", daemon=True)
+            threading.Thread(
+                target=self._take_runs, args=(self.lanes(),), name=f"lowbit-run-{i}", daemon=True
+            )
             for i in range(self.settings.worker_concurrency)
         ]
+        short = self.lanes(short_only=True)
+        if short:
+            threads += [
+                threading.Thread(
+                    target=self._take_runs, args=(short,), name=f"lowbit-short-{i}", daemon=True
+                )
+                for i in range(self.settings.short_lane_slots)
+            ]
         self.queue_bell = open_bell(self.settings.data_dir, WORKERS)
         for t in threads:
             t.start()
@@ -253,10 +267,18 @@ class LabWorker:
             self.killing.set()
         self.stopping.set()
 
-    def _take_runs(self) -> None:
+    def lanes(self, short_only: bool = False) -> list[str]:
+        """The lanes a run slot takes turns from, first first: each queue's short lane
+        before its long one. The short-lane slots take short CPU runs only: a GPU runs
+        one lab at a time."""
+        if short_only:
+            return [lane(q, True) for q in self.queues if q == "cpu"]
+        return [lane(q, short) for q in self.queues for short in (True, False)]
+
+    def _take_runs(self, lanes: list[str]) -> None:
         while not self.stopping.is_set():
             try:
-                item = self.queue.dequeue(self.queues)
+                item = self.queue.dequeue(lanes)
             except Exception:
                 log.exception("queue unavailable")
                 time.sleep(QUEUE_ERROR_BACKOFF_S)
@@ -265,9 +287,9 @@ class LabWorker:
                 self._nap(QUEUE_POLL_S)
                 continue
             try:
-                self.handle(item[1])
+                self.take_turn(item[0])
             except Exception:
-                log.exception("run handling failed", extra={"run": item[1]})
+                log.exception("run handling failed", extra={"lane": item[0]})
 
     def _nap(self, seconds: float) -> None:
         """Wait ``seconds`` for the queue, or less if a run is queued meanwhile."""
@@ -301,10 +323,20 @@ class LabWorker:
                     raise
                 pause = min(pause * 2, DB_RETRY_BACKOFF_MAX_S)
 
-    def handle(self, run_id: str) -> None:
-        run = self._db("claim", lambda: claims.claim(self.factory, run_id, self.worker_id))
+    def take_turn(self, lane_name: str) -> None:
+        """A message's turn in its lane: claim the run of that lane whose turn it is."""
+        queue, short = lane_of(lane_name)
+        run = self._db(
+            "claim",
+            lambda: claims.claim_next(self.factory, self.worker_id, queue, short, self.settings),
+        )
         if run is None:
-            return  # duplicate message, cancelled, or another worker has it
+            return  # the lane is empty: its runs were cancelled or other workers have them
+        self.handle(run)
+
+    def handle(self, run: Run) -> None:
+        """Execute a run this worker has claimed and record how it ended."""
+        run_id = run.id
         with self.lock:
             self.active[run_id] = _Active(run_id, time.monotonic())
         self.news.ring(run_id)  # running now
@@ -313,10 +345,11 @@ class LabWorker:
             extra={"run": run_id, "lab": run.lab_id, "attempt": run.attempts, "queue": run.queue},
         )
         try:
+            lane_name = lane(run.queue, is_short(run.estimate_s, self.settings))
             if run.kind == "submission":
                 self._judge(run_id)
             else:
-                self._execute(run_id, run.lab_id, run.params, run.attempts, run.queue)
+                self._execute(run_id, run.lab_id, run.params, run.attempts, lane_name)
         except Exception as e:  # never leave a claimed run heartbeating forever
             log.exception("run failed inside the worker", extra={"run": run_id})
             claims.finish(
@@ -336,7 +369,7 @@ class LabWorker:
             self.news.ring(run_id)  # it ended (or went back to the queue)
 
     def _execute(
-        self, run_id: str, lab_id: str, raw_params: dict[str, Any], attempt: int, queue: str
+        self, run_id: str, lab_id: str, raw_params: dict[str, Any], attempt: int, lane_name: str
     ) -> None:
         env = dict(self.static_env, attempt=attempt)
         lab = self.labs.get(lab_id)
@@ -387,7 +420,7 @@ class LabWorker:
             return run_id in self.cancelled or self.killing.is_set()
 
         outcome = self.run_job(Job(lab, params, cfg), store, should_stop)
-        self._record(run_id, queue, outcome, env)
+        self._record(run_id, lane_name, outcome, env)
 
     def _judge(self, run_id: str) -> None:
         """Grade an exercise submission (``app.runs.judging``) and record the verdict."""
@@ -404,7 +437,7 @@ class LabWorker:
             return
         log.info("submission judged", extra={"run": run_id, "verdict": verdict.verdict})
 
-    def _record(self, run_id: str, queue: str, outcome: Outcome, env: dict[str, Any]) -> None:
+    def _record(self, run_id: str, lane_name: str, outcome: Outcome, env: dict[str, Any]) -> None:
         env = {**env, **outcome.environment}
         if (
             outcome.reason
@@ -422,7 +455,8 @@ class LabWorker:
                 "The worker was stopped; the run was queued again.",
             ):
                 log.info("run handed back to the queue", extra={"run": run_id})
-                self.queue.enqueue(run_id, queue)
+                queue, short = lane_of(lane_name)
+                self.queue.enqueue(run_id, queue, short)
             return
         ending = claims.Ending(
             outcome.status,

@@ -99,3 +99,17 @@ def test_a_model_lab_takes_a_choice_and_ends_in_a_verdict(page: Page, lab_stack)
     expect(page.locator(".result .tile-value strong").nth(1)).to_have_text(
         re.compile(r"\d ± \d|\(95 % \d")
     )
+
+
+def test_the_form_says_how_long_a_run_takes_as_fields_change(page: Page, lab_stack) -> None:
+    """The estimate beside Run follows the form (htmx, the fields included): a larger
+    evaluation says a longer time."""
+    page.goto(f"{lab_stack.url}/labs/model-quality")
+    said = page.locator("#lab-estimate")
+    expect(said).to_contain_text("on this server")
+    before = said.inner_text()
+    page.locator("#lab-form [name=eval_tokens]").fill("100000")
+    page.locator("#lab-form [name=eval_tokens]").dispatch_event("change")
+    expect(said).not_to_have_text(before, timeout=20_000)
+    expect(said).to_have_text(re.compile(r"^Takes about \d+ s on this server\.$"))
+    expect(page.locator(".run-estimate")).to_have_count(1)

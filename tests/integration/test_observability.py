@@ -13,7 +13,14 @@ import httpx
 from bs4 import BeautifulSoup
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import Stack, read_sse, start, wait_final, wait_for
+from tests.integration.conftest import (
+    Stack,
+    read_sse,
+    setting_default,
+    start,
+    wait_final,
+    wait_for,
+)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -55,10 +62,12 @@ def account(stack: Stack) -> httpx.Client:
 
 
 def test_every_worker_takes_runs_one_at_a_time(live: Stack) -> None:
-    """Two slow runs at once: with two workers both run side by side, each on its own
-    worker; with one worker the second waits for the first."""
+    """Two long runs at once: with two workers both run side by side, each on its own
+    worker; with one worker the second waits for the first. (Long: a worker's short-lane
+    slot would take a short one beside the other, test_fairness.py.)"""
     c = live.learner()
-    ids = [start(c, "sandbox-probe-slow", {"mode": "sleep", "seconds": 1.5}) for _ in range(2)]
+    seconds = float(setting_default("LOWBIT_SHORT_RUN_SECONDS"))
+    ids = [start(c, "sandbox-probe-slow", {"mode": "sleep", "seconds": seconds}) for _ in range(2)]
     if live.n_workers >= 2:
         wait_for(
             lambda: all(live.run_row(i).status == "running" for i in ids),
@@ -134,7 +143,7 @@ def test_a_gpu_lab_waits_for_a_gpu_worker_with_its_queue_position(live: Stack) -
     place = page.select_one(f"#run-{second}-status .queue-position")
     assert place is not None and place["data-position"] == "2"
     text = place.get_text(" ", strip=True)
-    assert "number 2 in the GPU queue" in text and "no GPU worker is running" in text, text
+    assert "2nd in the GPU queue" in text and "no GPU worker is running" in text, text
     metrics = scrape(live.url)
     assert value(metrics, "lowbit_queue_depth", queue="gpu") == 2
     # The first one leaves the queue: the second moves up, in the API and in the status
@@ -145,7 +154,8 @@ def test_a_gpu_lab_waits_for_a_gpu_worker_with_its_queue_position(live: Stack) -
     moved = BeautifulSoup(events[-1][2], "html.parser").select_one(".queue-position")
     assert moved is not None and moved["data-position"] == "1"
     api = read_sse(bob, f"/api/runs/{second}/events", until=lambda kind, _: kind == "status")
-    assert api[-1][2] == {"status": "queued", "queue_position": 1}
+    # No GPU worker is up: no wait to promise.
+    assert api[-1][2] == {"status": "queued", "queue_position": 1, "queue_wait": ""}
     assert bob.post(f"/api/runs/{second}/cancel").json()["status"] == "cancelled"
     assert value(scrape(live.url), "lowbit_queue_depth", queue="gpu") == 0
 

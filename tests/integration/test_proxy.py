@@ -28,7 +28,9 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
+from app.middleware import LowbitMiddleware
 from app.settings import ROOT
 from tests.conftest import free_port
 from tests.integration.conftest import (
@@ -44,6 +46,7 @@ from tests.integration.conftest import (
     wait_final,
     wait_for,
 )
+from tests.integration.rawhttp import send_whole_body_then_read
 
 pytestmark = pytest.mark.postgres
 
@@ -247,6 +250,21 @@ def test_headers_pass_through_and_the_proxy_hides_its_version(up: Proxied) -> No
     assert r.headers["x-content-type-options"] == "nosniff"
     assert "lowbit_csrf" in r.headers.get("set-cookie", "")
     assert re.search(r"\d", r.headers.get("server", "")) is None, r.headers.get("server")
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_client_that_sends_a_40_mib_body_before_reading_gets_the_413(
+    up: Proxied, chunked: bool
+) -> None:
+    """Through the proxy too a browser uploading too much sees the 413, not a reset:
+    nginx refuses over its client_max_body_size and lingers while the rest arrives."""
+    answer = send_whole_body_then_read(
+        up.url, "/api/labs/block-quantize/runs", 40 * 1_048_576, chunked=chunked
+    )
+    assert answer.status == 413, answer
+    app_message = LowbitMiddleware(Starlette(), up.stack.settings)._too_large()
+    assert json.loads(answer.body) == {"detail": app_message}
+    assert httpx.get(up.url + "/healthz", timeout=5).status_code == 200
 
 
 def test_session_and_csrf_from_one_replica_work_on_the_other(up: Proxied) -> None:

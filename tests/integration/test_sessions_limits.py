@@ -5,6 +5,7 @@ bypass by dropping cookies, request size and depth, /metrics)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from collections.abc import Iterator
 from datetime import timedelta
@@ -15,6 +16,7 @@ from sqlalchemy import func, select, update
 
 from app.db import AuthSession, Learner, utcnow
 from tests.integration.conftest import STACK_SETTINGS, Stack, open_stack, run_async, setting_default
+from tests.integration.rawhttp import send_whole_body_then_read
 
 LIMIT_KEYS = (
     "LOWBIT_ANONYMOUS_RUNS_PER_IP_PER_MINUTE",
@@ -277,6 +279,23 @@ def test_oversized_bodies_are_refused_before_they_are_read(defaults: Stack) -> N
     assert r.status_code == 413
     form = {"shape": "x" * (limit + 10), "csrf_token": c.cookies["lowbit_csrf"]}
     assert c.post("/labs/block-quantize/runs", data=form).status_code == 413
+    assert httpx.get(defaults.url + "/healthz", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_client_that_sends_a_40_mib_body_before_reading_gets_the_413(
+    defaults: Stack, chunked: bool
+) -> None:
+    """A browser uploading a large form reads nothing until it has sent it all: the
+    server drains the refused body (up to a bound) so the 413 arrives instead of a
+    connection reset."""
+    size = 40 * 1_048_576
+    assert size <= int(setting_default("LOWBIT_BODY_DRAIN_BYTES"))
+    answer = send_whole_body_then_read(
+        defaults.url, "/api/labs/block-quantize/runs", size, chunked=chunked
+    )
+    assert answer.status == 413
+    assert "MiB" in json.loads(answer.body)["detail"]
     assert httpx.get(defaults.url + "/healthz", timeout=5).status_code == 200
 
 

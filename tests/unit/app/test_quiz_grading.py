@@ -110,6 +110,7 @@ def test_free_text_is_self_graded() -> None:
         grade(FREE, {"answer": ["   "]})
 
 
-def test_overlong_free_text_is_truncated_not_lost() -> None:
-    g = grade(FREE, {"answer": ["x" * 10_000]})
-    assert len(g.given) == 2000
+def test_overlong_free_text_is_refused_with_its_limit_never_cut() -> None:
+    assert len(grade(FREE, {"answer": ["x" * 2000]}).given) == 2000
+    with pytest.raises(AnswerError, match="at most 2,000 characters; this one has 10,000"):
+        grade(FREE, {"answer": ["x" * 10_000]})

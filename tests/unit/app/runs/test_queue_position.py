@@ -26,15 +26,26 @@ def factory(migrated: Settings) -> Any:
     f.kw["bind"].dispose()
 
 
-def add(factory: Any, queue: str, age_s: float, run_id: str, status: str = "queued") -> None:
+def add(
+    factory: Any,
+    queue: str,
+    age_s: float,
+    run_id: str,
+    status: str = "queued",
+    learner: str = "alice",
+    estimate_s: float | None = None,
+) -> None:
     with factory() as s:
+        if s.get(Learner, learner) is None:
+            s.add(Learner(id=learner))
         s.add(
             Run(
                 id=run_id,
-                learner_id="alice",
+                learner_id=learner,
                 lab_id="x",
                 queue=queue,
                 status=status,
+                estimate_s=estimate_s,
                 created_at=utcnow() - timedelta(seconds=age_s),
             )
         )
@@ -44,7 +55,46 @@ def add(factory: Any, queue: str, age_s: float, run_id: str, status: str = "queu
 def position(factory: Any, run_id: str) -> int | None:
     with factory() as s:
         run = s.get(Run, run_id)
-        return store.queue_position(s, run)
+        return store.queue_position(s, run, Settings(_env_file=None))  # type: ignore[call-arg]
+
+
+def place(factory: Any, run_id: str, settings: Settings) -> store.Place | None:
+    with factory() as s:
+        return store.queue_place(s, s.get(Run, run_id), settings)
+
+
+def test_learners_take_turns_and_one_with_a_run_running_waits_for_the_others(
+    factory: Any,
+) -> None:
+    """Round-robin between learners: bob's one run is not behind alice's three, and
+    carol, whose run is already running, comes after alice's and bob's first runs
+    for her next one (and, older, before alice's second)."""
+    for i, age in enumerate((50, 40, 30)):
+        add(factory, "cpu", age, f"alice-{i}", estimate_s=60)
+    add(factory, "cpu", 20, "bob-0", learner="bob", estimate_s=60)
+    add(factory, "cpu", 60, "carol-run", status="running", learner="carol", estimate_s=60)
+    add(factory, "cpu", 45, "carol-0", learner="carol", estimate_s=60)
+    order = ["alice-0", "bob-0", "carol-0", "alice-1", "alice-2"]
+    assert [position(factory, r) for r in order] == [1, 2, 3, 4, 5]
+
+
+def test_short_runs_have_their_own_lane_and_the_wait_counts_the_runs_ahead(
+    factory: Any, migrated: Settings
+) -> None:
+    with factory() as s:
+        s.add(Worker(id="w", host="h", pid=1, queues="cpu", last_heartbeat=utcnow()))
+        s.commit()
+    add(factory, "cpu", 50, "long-a", estimate_s=100)
+    add(factory, "cpu", 40, "long-b", learner="bob", estimate_s=100)
+    add(factory, "cpu", 30, "short-a", learner="carol", estimate_s=1)
+    add(factory, "cpu", 20, "short-b", learner="dan", estimate_s=2)
+    settings = migrated.model_copy(update={"worker_concurrency": 1, "short_lane_slots": 1})
+    short = place(factory, "short-b", settings)
+    # Behind one short run (1 s) only, on two slots (the worker's own and its short one).
+    assert short == store.Place(2, 0.5)
+    long = place(factory, "long-b", settings)
+    # Behind long-a and both short runs, on the one general slot.
+    assert long == store.Place(2, 103.0)
 
 
 def test_position_counts_older_queued_runs_of_the_same_queue_only(factory: Any) -> None:

@@ -43,7 +43,7 @@ def env(migrated: Settings) -> Any:
 
 def test_a_run_is_claimed_once(env: Any) -> None:
     run = env.submit()
-    assert env.queue.dequeue(["cpu"]) == ("cpu", run.id)
+    assert env.queue.dequeue(["cpu-short", "cpu"]) == ("cpu-short", run.id)  # a short run
     assert claims.claim(env.factory, run.id, "w1").status == "running"
     assert claims.claim(env.factory, run.id, "w2") is None  # a duplicate message is skipped
     with env.factory() as s:
@@ -113,7 +113,7 @@ def test_reaper_requeues_a_lost_run_once_then_fails_it(env: Any) -> None:
     report = claims.reap(env.factory, env.queue, env.settings)
     assert report.requeued == [run.id]
     assert env.queue.pending_ids("cpu") == {run.id}
-    assert env.queue.dequeue(["cpu"]) == ("cpu", run.id)
+    assert env.queue.dequeue(["cpu-short", "cpu"]) == ("cpu-short", run.id)  # a short run
     claims.claim(env.factory, run.id, "second-dead-worker")  # attempt 2 of max_attempts=2
     _age_heartbeat(env, run.id, env.settings.reaper_grace_seconds + 1)
     report = claims.reap(env.factory, env.queue, env.settings)

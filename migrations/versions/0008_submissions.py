@@ -1,7 +1,7 @@
 """exercise submissions: learner code judged in the sandbox, as runs of kind "submission"
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-04
 """
 
@@ -13,8 +13,8 @@ from sqlalchemy.dialects import postgresql
 
 import app.db
 
-revision: str = "0007"
-down_revision: str | None = "0006"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
