@@ -47,9 +47,10 @@ CMD ["lowbit", "serve", "--host", "0.0.0.0", "--port", "8000"]
 # ---- CPU worker: torch from the CPU wheel index (never a CUDA build here) ----
 FROM base AS worker-cpu
 ARG TORCH_VERSION
-# gcc builds the native q4_k/q6_k quantizer (labs/quant/_kquants.c) and leaves again.
+# gcc builds the native q4_k/q6_k quantizer (labs/quant/_kquants.c) and leaves again;
+# bubblewrap and libseccomp2 stay: the judge runs learner code under them.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && apt-get install -y --no-install-recommends gcc libc6-dev bubblewrap libseccomp2 \
  && pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu \
  && pip install --no-cache-dir ".[worker]" \
  && python -c "import labs.quant._kquants" \
@@ -66,6 +67,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_
     LOWBIT_DATA_DIR=/data LOWBIT_WORKER_QUEUES=gpu,cpu VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-dev gcc libc6-dev \
+    bubblewrap libseccomp2 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 lowbit \
  && useradd --system --uid 10001 --gid lowbit --home-dir /app --shell /usr/sbin/nologin lowbit \

@@ -9,7 +9,7 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX  := $(VENV)/nginx/usr/sbin/nginx
 VENDOR := static/vendor/htmx.min.js static/vendor/sse.js
 
-.PHONY: run test bench install static browser nginx lint test-gpu clean screenshots
+.PHONY: bubblewrap run test bench install static browser nginx lint test-gpu clean screenshots
 
 # The C source too: pip builds labs/quant/_kquants.c into the tree (an editable install).
 $(STAMP): pyproject.toml labs/quant/_kquants.c
@@ -18,7 +18,14 @@ $(STAMP): pyproject.toml labs/quant/_kquants.c
 	# The CPU build of torch, pinned: an open range would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0 numpy
 	$(BIN)/pip install -q -e '.[worker,dev]'
+	@$(MAKE) --no-print-directory bubblewrap
 	touch $(STAMP)
+
+# The judge runs learner code under bubblewrap (and libseccomp); installed as root where missing.
+bubblewrap:
+	@command -v bwrap >/dev/null || { test "$$(id -u)" = 0 && echo "installing bubblewrap for the judge" && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap libseccomp2 >/dev/null; } || \
+	  echo "bubblewrap is missing: as root run 'apt-get install bubblewrap'; the judge refuses code until then"
 
 install: $(STAMP)
 
@@ -30,7 +37,13 @@ $(VENDOR): node_modules/.package-lock.json
 	cp node_modules/htmx.org/dist/htmx.min.js static/vendor/htmx.min.js
 	cp node_modules/htmx-ext-sse/dist/sse.js static/vendor/sse.js
 
-static: $(VENDOR)
+# The exercise editor: CodeMirror 6 and its Python mode, bundled by esbuild.
+static/vendor/editor.js: static/src/editor.js node_modules/.package-lock.json
+	mkdir -p static/vendor
+	node_modules/.bin/esbuild static/src/editor.js --bundle --minify --format=iife \
+	  --target=es2020 --legal-comments=none --outfile=$@
+
+static: $(VENDOR) static/vendor/editor.js
 
 # Browser tests drive Debian's Chromium (Playwright cannot download browsers here).
 browser:

@@ -91,6 +91,9 @@ class Run(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
     lab_id: Mapped[str] = mapped_column(String(64))
+    # "lab" or "submission" (learner code for the judge: app.runs.submissions); both
+    # share the queue, the quotas, the claims and the reaper.
+    kind: Mapped[str] = mapped_column(String(16), default="lab", server_default="lab")
     status: Mapped[str] = mapped_column(String(16), default="queued")
     queue: Mapped[str] = mapped_column(String(16), default="cpu")
     params: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
@@ -114,6 +117,45 @@ class Run(Base):
     @property
     def is_final(self) -> bool:
         return self.status in FINAL_STATUSES
+
+
+class Submission(Base):
+    """Learner code for one exercise; its run row (same id) carries the status."""
+
+    __tablename__ = "submissions"
+    __table_args__ = (
+        Index("ix_submissions_learner_exercise", "learner_id", "exercise_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    exercise_id: Mapped[str] = mapped_column(String(80))
+    mode: Mapped[str] = mapped_column(String(16))  # examples | submit
+    code: Mapped[str] = mapped_column(Text)
+    # passed | failed | error | timed_out once judged; None while queued or running
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    message: Mapped[str | None] = mapped_column(Text)
+    tests: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    output: Mapped[str] = mapped_column(Text, default="")
+    output_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ExerciseState(Base):
+    """A learner's standing on one exercise: the saved draft, hints shown, passed, gave up."""
+
+    __tablename__ = "exercise_states"
+
+    learner_id: Mapped[str] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
+    )
+    exercise_id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    draft: Mapped[str | None] = mapped_column(Text)
+    hints_shown: Mapped[int] = mapped_column(Integer, default=0)
+    passed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    gave_up_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class RunEvent(Base):

@@ -15,13 +15,14 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from app.content import Catalogue
-from app.db import Learner, Run, insert_if_absent, new_id, utcnow
+from app.db import Learner, Run, Submission, insert_if_absent, new_id, utcnow
 from app.middleware import SAFE_METHODS
-from app.runs import store
+from app.runs import store, submissions
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from labs.base import Lab
+from labs.judge.kit import Exercise
 
 NO_SUCH_RUN = "No such run (or it is not yours)."
 
@@ -180,6 +181,35 @@ def get_own_run(
     return run
 
 
+NO_SUCH_SUBMISSION = "No such submission (or it is not yours)."
+
+
+def get_exercises(request: Request) -> dict[str, Exercise]:
+    found: dict[str, Exercise] = request.app.state.exercises
+    return found
+
+
+def get_path_exercise(
+    exercise_id: str, request: Request, exercises: dict[str, Exercise] = Depends(get_exercises)
+) -> Exercise:
+    ex = exercises.get(exercise_id)
+    if ex is None:
+        if request.url.path.startswith("/api/"):
+            raise HTTPException(404, f"No exercise {exercise_id!r}. GET /api/exercises lists them.")
+        raise HTTPException(404, f"There is no exercise called {exercise_id!r}.")
+    return ex
+
+
+def get_own_submission(
+    submission_id: str, session: Session = Depends(get_db), learner: str = Depends(get_learner_id)
+) -> tuple[Run, Submission]:
+    found = submissions.get(session, submission_id, learner)
+    session.commit()  # hold no connection while the route waits for a thread
+    if found is None:
+        raise HTTPException(404, NO_SUCH_SUBMISSION)
+    return found
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_db)]
 CatalogueDep = Annotated[Catalogue, Depends(get_catalogue)]
@@ -190,3 +220,6 @@ LabsDep = Annotated[LabCatalogue, Depends(get_labs)]
 QueueDep = Annotated[RunQueue, Depends(get_run_queue)]
 LabDep = Annotated[Lab, Depends(get_path_lab)]
 RunDep = Annotated[Run, Depends(get_own_run)]
+ExercisesDep = Annotated[dict[str, Exercise], Depends(get_exercises)]
+ExerciseDep = Annotated[Exercise, Depends(get_path_exercise)]
+SubmissionDep = Annotated[tuple[Run, Submission], Depends(get_own_submission)]

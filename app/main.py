@@ -13,11 +13,14 @@ from app import cpu, errors, metrics
 from app.content import Catalogue
 from app.content.store import ContentStore
 from app.db import make_engine, make_sessionmaker
+from app.exercises import load_exercises
 from app.logging import configure_logging
 from app.middleware import LowbitMiddleware
 from app.ratelimit import Limiter
 from app.routes import (
     accounts,
+    exercise_pages,
+    exercises,
     health,
     lessons,
     notebook,
@@ -99,6 +102,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     app.state.content = store
     app.state.static = manifest
     app.state.labs = lab_catalogue(settings) if labs is None else labs
+    app.state.exercises = load_exercises(settings)
     app.state.run_queue = RunQueue(settings)  # opens its storage on the first enqueue
     app.state.run_news = RunNews(settings.data_dir)
     templates.env.globals["static_url"] = manifest.url
@@ -110,6 +114,8 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
         lessons,
         lab_pages,
         runs,
+        exercises,
+        exercise_pages,
         shares,
         reports,
         search,

@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     worker_queues: str = Field(
         "cpu", description="Comma-separated queues this worker takes: cpu, gpu"
     )
+    extra_exercise_content: str = Field(
+        "",
+        description="Comma-separated content directories whose exercises/ (and terms/) join "
+        "content/exercises; only the tests set it (the sandbox's escape exercise)",
+    )
     extra_lab_modules: str = Field(
         "",
         description="Comma-separated modules whose LAB/LABS join the lab catalogue of the web "
@@ -198,3 +203,9 @@ class Settings(BaseSettings):
     @property
     def extra_lab_module_names(self) -> list[str]:
         return [m.strip() for m in self.extra_lab_modules.split(",") if m.strip()]
+
+    @property
+    def exercise_roots(self) -> list[Path]:
+        """Content directories holding exercises/: content_dir, then ``extra_exercise_content``."""
+        extra = [Path(d.strip()) for d in self.extra_exercise_content.split(",") if d.strip()]
+        return [self.content_dir, *extra]

@@ -13,6 +13,7 @@ SCRIPTS = [
     "quant.py",
     "pages.py",
     "labs.py",
+    "exercises.py",
     "model_labs.py",
     "cost_model.py",
     "load.py",

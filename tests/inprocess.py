@@ -42,6 +42,7 @@ class Seeded:
     marker: str  # text only this learner wrote (a notebook prediction)
     owner: str  # a quiz owner ("term:<slug>") and one of its items
     item_id: str
+    submission_id: str = ""  # an exercise submission (cancelled: final, as run_id)
 
     def path_values(self, app: Any) -> dict[str, str]:
         """A real value for every path parameter of the app's routes."""
@@ -62,6 +63,8 @@ class Seeded:
             "token": "no-such-share-token",  # a share link (app.routes.shares): 404s
             "name": css,
             "file_name": f"{next(iter(cat.figures))}.svg",  # a card figure
+            "exercise_id": next(iter(app.state.exercises), "q8_0-quantize"),
+            "submission_id": self.submission_id or "no-such-submission",
         }
 
 
@@ -109,7 +112,20 @@ def seed_learner(inproc: InProcess, name: str = "") -> Seeded:
                 assert r.status_code == 200, r.text
                 card = s.scalar(select(ReviewCard).where(ReviewCard.learner_id == entry.learner_id))
             assert card is not None
-            return Seeded(c, username, run_id, queued, card.id, entry.id, marker, owner, item.id)
+            submission = ""
+            exercises = inproc.app.state.exercises
+            if exercises:
+                code = f"# {marker}\n"
+                r = c.post(
+                    f"/api/exercises/{next(iter(exercises))}/submissions", json={"code": code}
+                )
+                assert r.status_code == 202, r.text
+                submission = r.json()["id"]
+                # Ended (as the first run): its event stream ends at once.
+                assert c.post(f"/api/runs/{submission}/cancel").json()["status"] == "cancelled"
+            return Seeded(
+                c, username, run_id, queued, card.id, entry.id, marker, owner, item.id, submission
+            )
     finally:
         engine.dispose()
 

@@ -7,13 +7,10 @@ anyone else's answers 404, in the API, the streams and the pages alike.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import anyio
-from fastapi import HTTPException, Path, Query, Request
+from fastapi import HTTPException, Path, Request
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -21,10 +18,8 @@ from fastapi.responses import (
     Response,
     StreamingResponse,
 )
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.orm import Session, sessionmaker
 
-from app import cpu, notebook, routes
+from app import notebook, routes
 from app.db import INT32_MAX, Run, RunEvent
 from app.deps import (
     NO_SUCH_RUN,
@@ -41,6 +36,7 @@ from app.deps import (
 )
 from app.runs import store
 from app.runs.cost import about, ordinal
+from app.runs.live import SSE_HEADERS, After, Waiting, resume_from, stream
 from app.runs.service import (
     HISTORY_LIMIT,
     OUTPUT_KINDS,
@@ -51,7 +47,6 @@ from app.runs.service import (
     start_run,
 )
 from app.runs.views import format_params, format_value, histogram_svg, quantity, sse
-from app.settings import Settings
 from app.streams import SlotStreamingResponse, StreamSlot
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
@@ -63,19 +58,6 @@ router = routes.router(tags=["runs"])
 # listens for it (``hx-trigger="run-ended from:body"``) and fetches itself again.
 RUN_ENDED = "run-ended"
 
-# Seconds between database polls of an event stream: the shortest right after news
-# (a run that has just started or printed usually prints again soon), doubling on each
-# poll that finds nothing, up to the longest (a queued or quiet run costs little).
-SSE_POLL_MIN_S = 0.05
-SSE_POLL_MAX_S = 0.4
-# Seconds between keep-alive comments, so proxies keep an idle stream open.
-SSE_KEEPALIVE_S = 15.0
-# A stream ends after this long even if the run has not (the client reconnects).
-SSE_MAX_S = 3600.0
-# Seconds between polls while the database is unavailable.
-SSE_DB_RETRY_S = 1.0
-# Event sequence numbers from the URL: out of the column's range is a 422, not a 500.
-After = Annotated[int, Query(ge=0, le=INT32_MAX, description="resume after this event seq")]
 Seq = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 templates.env.filters.setdefault("labvalue", format_value)
@@ -166,102 +148,6 @@ def api_cancel(run_id: str, session: SessionDep, learner: LearnerDep) -> dict[st
 # ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """Where a queued run stands: its place in the order workers take runs, the wait
-    as the page says it ("about 40 s"; "" with no worker up) and whether a worker
-    takes it. Compared between polls, so the wait is kept as said, not in seconds."""
-
-    position: int | None
-    workers_up: int
-    wait: str = ""
-
-
-def _poll(
-    factory: sessionmaker[Session], settings: Settings, run_id: str, after: int
-) -> tuple[Run, list[RunEvent], Waiting | None]:
-    with factory() as s:
-        run = s.get(Run, run_id)
-        assert run is not None
-        # Status first: events are committed before the final status, so a final
-        # status read here means the events read next are complete.
-        events = store.events_after(s, run_id, after)
-        waiting = None
-        place = store.queue_place(s, run, settings)
-        if place is not None:
-            waiting = Waiting(
-                place.position,
-                store.live_workers(s, run.queue, settings),
-                about(place.wait_s) if place.wait_s is not None else "",
-            )
-        return run, events, waiting
-
-
-_polled = cpu.in_turn(_poll)  # a stream's poll runs in a turn, like a route (app.cpu)
-
-
-def _resume_from(request: Request, after: int) -> int:
-    last = request.headers.get("last-event-id", "").strip()
-    if last.isascii() and last.isdigit():
-        return min(int(last), INT32_MAX)
-    return after
-
-
-async def _stream(
-    request: Request,
-    run_id: str,
-    after: int,
-    render_event: Callable[[RunEvent], str | None],
-    render_status: Callable[[Run, Waiting | None], str],
-    render_end: Callable[[Run], str],
-) -> AsyncIterator[str]:
-    """The one live channel of a run: its events, a status event whenever the status
-    (or, while queued, the queue place) changes, and ``end`` once it is final."""
-    factory = request.app.state.sessionmaker
-    settings = request.app.state.settings
-    last_seq: int = after
-    last_status: tuple[str, Waiting | None] | None = None
-    started = last_sent = time.monotonic()
-    pause = SSE_POLL_MIN_S
-    yield "retry: 1000\n\n"
-    with request.app.state.run_news.watch(run_id) as rung:
-        while time.monotonic() - started < SSE_MAX_S:
-            if await request.is_disconnected():
-                return
-            rung.clear()  # a ring from here on (the worker wrote news) ends the wait below
-            try:
-                run, events, waiting = await anyio.to_thread.run_sync(
-                    _polled, factory, settings, run_id, last_seq
-                )
-            except (OperationalError, InterfaceError):
-                # The database is restarting: keep the stream open and poll again
-                # rather than drop the learner's page into a reconnect loop.
-                await anyio.sleep(SSE_DB_RETRY_S)
-                continue
-            for e in events:
-                text = render_event(e)
-                if text:
-                    yield text
-                last_seq = e.seq
-            news = bool(events)
-            if (run.status, waiting) != last_status:
-                last_status, news = (run.status, waiting), True
-                yield render_status(run, waiting)
-            if run.is_final:
-                yield render_end(run)
-                return
-            if events or time.monotonic() - last_sent > SSE_KEEPALIVE_S:
-                if not events:
-                    yield ": keep-alive\n\n"
-                last_sent = time.monotonic()
-            pause = SSE_POLL_MIN_S if news else min(pause * 2, SSE_POLL_MAX_S)
-            with anyio.move_on_after(pause):
-                await rung.wait()
-
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
 @router.get("/api/runs/{run_id}/events")
 def api_events(
     slot: StreamSlot, run: RunDep, request: Request, session: SessionDep, after: After = 0
@@ -289,7 +175,7 @@ def api_events(
         )
 
     return SlotStreamingResponse(
-        _stream(request, run_id, _resume_from(request, after), event, status, end),
+        stream(request, run_id, resume_from(request, after), event, status, end),
         slot,
         media_type="text/event-stream",
         headers=SSE_HEADERS,
@@ -347,7 +233,7 @@ def html_events(
         return sse("end", run.status)
 
     return SlotStreamingResponse(
-        _stream(request, run_id, _resume_from(request, after), event, status, end),
+        stream(request, run_id, resume_from(request, after), event, status, end),
         slot,
         media_type="text/event-stream",
         headers=SSE_HEADERS,
@@ -375,10 +261,12 @@ def run_compare(
     return render(request, "runs/compare.html", compare_context(session, labs, a, b))
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse)
+@router.get("/runs/{run_id}", response_class=HTMLResponse, response_model=None)
 def run_page(
     run: RunDep, request: Request, session: SessionDep, settings: SettingsDep, labs: LabsDep
-) -> HTMLResponse:
+) -> Response:
+    if run.kind == "submission":  # an exercise submission has its own page
+        return RedirectResponse(f"/submissions/{run.id}", status_code=303)
     ctx = run_context(session, settings, labs, run)
     ctx["heading_level"] = heading_level(request)
     resp = render(request, "runs/run.html", ctx, block_name="run")

@@ -151,7 +151,9 @@ def term_page(
     notes = progress.answered_notes(term.front.quiz, progress.last_answers(session, learner, owner))
     body = progress.insert_answered(fill_csrf(parts.body, request), owner, notes)
     card = {"header": parts.header, "toc": parts.toc, "body": body}
+    practice = [ex for ex in request.app.state.exercises.values() if term.slug in ex.concepts]
     ctx = {"term": term, "depth": d, "depth_note": note, "depths": DEPTHS, "card": card}
+    ctx["practice"] = practice  # the exercises that practise this card's concept
     return render(request, "terms/term.html", ctx, block_name="depths")
 
 

@@ -58,13 +58,11 @@ def _start_of_utc_day(now: datetime) -> datetime:
     return now.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def create_run(
-    session: Session, settings: Settings, learner_id: str, lab: Lab, params: LabParams
-) -> Run:
-    """Insert a ``queued`` run after checking the learner's quotas; raises ``RunRefused``.
+def check_quotas(session: Session, settings: Settings, learner_id: str, gpu: bool) -> datetime:
+    """Lock the learner's row and raise ``RunRefused`` if one more run (lab run or
+    exercise submission alike) is over a quota; returns the time of the check.
 
-    The caller enqueues the id after this commits (``RunQueue.enqueue``); if that
-    enqueue is lost, the reaper finds the queued run and enqueues it again.
+    The caller inserts its run in the same transaction and commits it.
     """
     session.commit()  # end any read transaction so the lock below is the first statement
     now = utcnow()
@@ -89,7 +87,7 @@ def create_run(
             f"You have started {today} runs today, the daily limit. "
             "The quota resets at midnight UTC.",
         )
-    if lab.needs_gpu is NeedsGPU.required:
+    if gpu:
         if settings.gpu_labs_require_account and (learner is None or learner.username is None):
             session.rollback()
             raise RunRefused(403, "GPU labs need an account: sign in, then start the run again.")
@@ -104,6 +102,18 @@ def create_run(
                 f"You have started {gpu_today} GPU runs today, the daily GPU limit. "
                 "It resets at midnight UTC; CPU labs stay available.",
             )
+    return now
+
+
+def create_run(
+    session: Session, settings: Settings, learner_id: str, lab: Lab, params: LabParams
+) -> Run:
+    """Insert a ``queued`` run after checking the learner's quotas; raises ``RunRefused``.
+
+    The caller enqueues the id after this commits (``RunQueue.enqueue``); if that
+    enqueue is lost, the reaper finds the queued run and enqueues it again.
+    """
+    now = check_quotas(session, settings, learner_id, lab.needs_gpu is NeedsGPU.required)
     stored = params.model_dump(mode="json")
     run = Run(
         learner_id=learner_id,
@@ -147,7 +157,7 @@ def get_run(session: Session, run_id: str, learner_id: str) -> Run | None:
 def list_runs(
     session: Session, learner_id: str, lab_id: str | None = None, limit: int = 50
 ) -> list[Run]:
-    q = select(Run).where(Run.learner_id == learner_id)
+    q = select(Run).where(Run.learner_id == learner_id, Run.kind == "lab")
     if lab_id:
         q = q.where(Run.lab_id == lab_id)
     return list(session.scalars(q.order_by(Run.created_at.desc()).limit(limit)))

@@ -34,7 +34,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from app.db import Run, make_engine, make_sessionmaker
-from app.runs import claims
+from app.runs import claims, judging
 from app.runs.bells import STREAMS, WORKERS, Bell, Ringer, open_bell
 from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import QUEUES, RunQueue, lane, lane_of
@@ -126,6 +126,8 @@ class LabWorker:
         self.queues = [q for q in settings.queues if q in QUEUES]
         self.static_env: dict[str, Any] = {}
         self.forks: ForkServer | None = None
+        # Learner code never reaches the fork server: it runs in the judge's sandbox.
+        self.grading = judging.Grading(settings)
         # Streams on this host read a run's news when rung, not at their next poll;
         # the queue's bell wakes this worker when a run is queued (app.runs.bells).
         self.news = Ringer(settings.data_dir, STREAMS)
@@ -253,6 +255,7 @@ class LabWorker:
             log.exception("could not mark the worker stopped")
         if self.forks is not None:
             self.forks.close()
+        self.grading.close()
         if self.queue_bell is not None:
             self.queue_bell.close()
         self.engine.dispose()
@@ -343,7 +346,10 @@ class LabWorker:
         )
         try:
             lane_name = lane(run.queue, is_short(run.estimate_s, self.settings))
-            self._execute(run_id, run.lab_id, run.params, run.attempts, lane_name)
+            if run.kind == "submission":
+                self._judge(run_id)
+            else:
+                self._execute(run_id, run.lab_id, run.params, run.attempts, lane_name)
         except Exception as e:  # never leave a claimed run heartbeating forever
             log.exception("run failed inside the worker", extra={"run": run_id})
             claims.finish(
@@ -415,6 +421,21 @@ class LabWorker:
 
         outcome = self.run_job(Job(lab, params, cfg), store, should_stop)
         self._record(run_id, lane_name, outcome, env)
+
+    def _judge(self, run_id: str) -> None:
+        """Grade an exercise submission (``app.runs.judging``) and record the verdict."""
+        sub = self._db("submission", lambda: judging.load(self.factory, run_id))
+        verdict = self.grading.grade(sub.exercise_id, sub.mode, sub.code)
+        if not self._db(
+            "finish",
+            lambda: judging.record(
+                self.factory, run_id, self.worker_id, sub.learner_id, sub.exercise_id, verdict
+            ),
+            FINISH_RETRY_S,
+        ):
+            log.warning("submission ended elsewhere first", extra={"run": run_id})
+            return
+        log.info("submission judged", extra={"run": run_id, "verdict": verdict.verdict})
 
     def _record(self, run_id: str, lane_name: str, outcome: Outcome, env: dict[str, Any]) -> None:
         env = {**env, **outcome.environment}

@@ -41,6 +41,8 @@ PAGES = [
     ("lesson", "/lessons/one-block-by-hand"),
     ("labs", "/labs"),
     ("lab", "/labs/block-quantize"),
+    ("exercises", "/exercises"),
+    ("exercise", "/exercises/q8_0-quantize"),
     ("search", "/search?q=scale"),
     ("goto", "/goto?q=nv"),
     ("progress", "/progress"),

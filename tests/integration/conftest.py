@@ -43,6 +43,8 @@ START_TIMEOUT_S = 60.0
 STACK_SETTINGS = {
     "LOWBIT_ENV": "test",
     "LOWBIT_EXTRA_LAB_MODULES": TEST_LAB_MODULES,  # the sandbox probes
+    # The judge's test exercise (judge-echo), which the escape tests submit to.
+    "LOWBIT_EXTRA_EXERCISE_CONTENT": str(ROOT / "tests" / "fixtures" / "judge"),
     "LOWBIT_HEARTBEAT_SECONDS": "0.5",
     "LOWBIT_REAPER_GRACE_SECONDS": "3",
     "LOWBIT_MAX_ATTEMPTS": "2",

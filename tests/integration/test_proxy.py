@@ -317,7 +317,7 @@ def test_the_stream_location_covers_every_event_stream_route() -> None:
     from fastapi.responses import StreamingResponse
 
     from app.main import create_app
-    from app.routes.runs import SSE_KEEPALIVE_S
+    from app.runs.live import SSE_KEEPALIVE_S
     from tests.inprocess import app_routes
 
     text = CONFIG.read_text()

@@ -35,9 +35,9 @@ from tests.inprocess import (
 
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 # Path parameters that name something a learner owns: another learner gets 404.
-OWNED = {"run_id", "card_id", "entry_id"}
+OWNED = {"run_id", "card_id", "entry_id", "submission_id"}
 # Path parameters that name public things (content, labs, static files).
-PUBLIC = {"lab_id", "slug", "cid", "owner", "item_id", "name", "seq"}
+PUBLIC = {"lab_id", "slug", "cid", "owner", "item_id", "name", "seq", "exercise_id"}
 # Query strings that carry owned ids, per route.
 OWNED_QUERIES = {
     "/runs/compare": "a={run_id}&b={run_id}",
@@ -227,7 +227,8 @@ def test_no_learner_reaches_another_learners_things(inproc: InProcess, alice: Se
             if names & OWNED:
                 assert r.status_code == 404, (method, url, r.status_code)
             body = r.text
-            for secret in (alice.marker, alice.run_id, alice.queued_run_id, alice.entry_id):
+            secrets = (alice.marker, alice.run_id, alice.queued_run_id, alice.entry_id)
+            for secret in (*secrets, alice.submission_id):
                 assert secret not in body, (method, url, "shows alice's", secret)
             assert f">{alice.username}<" not in body, (method, url)
             checked += 1

@@ -13,8 +13,7 @@ import httpx
 import pytest
 
 from app.db import make_engine, make_sessionmaker
-from app.routes import runs as run_routes
-from app.runs import claims
+from app.runs import claims, live
 from app.runs.bells import STREAMS, WORKERS, Bell, Ringer, RunNews, bells_dir
 from app.runs.queue import RunQueue
 from app.settings import Settings
@@ -80,8 +79,8 @@ def test_run_news_sets_the_watchers_of_the_rung_run_only(tmp_path: Path) -> None
 @pytest.fixture
 def server(migrated: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveServer]:
     # The stream polls once, then would sleep for ten minutes: only a ring wakes it.
-    monkeypatch.setattr(run_routes, "SSE_POLL_MIN_S", NO_POLL_S)
-    monkeypatch.setattr(run_routes, "SSE_POLL_MAX_S", NO_POLL_S)
+    monkeypatch.setattr(live, "SSE_POLL_MIN_S", NO_POLL_S)
+    monkeypatch.setattr(live, "SSE_POLL_MAX_S", NO_POLL_S)
     with LiveServer(migrated) as s:
         yield s
 
