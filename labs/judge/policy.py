@@ -24,8 +24,11 @@ GIB = 2**30
 RUNNER_DIR = "/judge"
 # The private tmpfs inside the sandbox (not the host's /tmp).
 SANDBOX_TMP = "/tmp"  # noqa: S108
-# The user learner code runs as when the worker is root (nobody/nogroup on Debian).
-SANDBOX_UID = 65534
+# The user learner code runs as when the worker is root: a uid of its own (no passwd
+# entry needed), not the lab children's `nobody` (65534). RLIMIT_NPROC counts tasks per
+# uid across the host, so a learner's fork bomb sharing nobody's count would leave lab
+# runs unable to start a thread ("can't start new thread") until it is killed.
+SANDBOX_UID = 65533
 SANDBOX_GID = 65534
 
 # System calls learner code never needs; each fails with EPERM. Namespaces and mounts

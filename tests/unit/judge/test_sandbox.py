@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -179,6 +180,53 @@ def test_fork_bomb_is_contained(judge: Judge) -> None:
     assert e.status == "timed_out"
     assert e.protections["process_tree"]["enabled"]
     assert value(run(judge, "return 'alive'")) == "alive"
+
+
+LAB_THREADS = """
+import os, pwd, resource, threading, time
+pw = pwd.getpwnam(os.environ["LAB_USER"])
+os.setgroups([]); os.setgid(pw.pw_gid); os.setuid(pw.pw_uid)
+resource.setrlimit(resource.RLIMIT_NPROC, (64, 64))  # the lab sandbox's NPROC_LIMIT
+threads = [threading.Thread(target=time.sleep, args=(0.2,)) for _ in range(8)]
+for t in threads:
+    t.start()
+print("started", len(threads))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="users and their task counts need root")
+def test_a_fork_bomb_leaves_lab_runs_their_threads(judge: Judge) -> None:
+    """RLIMIT_NPROC counts a uid's tasks across the host: while a learner's fork bomb
+    fills its task limit, a lab child (the sandbox user, NPROC 64) must still start its
+    threads. They shared uid 65534, and a lab run failed with "can't start new thread"."""
+    import subprocess
+    import sys
+    import threading
+
+    from app.settings import Settings
+    from labs.runtime.sandbox import NPROC_LIMIT
+
+    bomb = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
+    ended: list[Execution] = []
+    t = threading.Thread(target=lambda: ended.append(run(judge, bomb)))
+    t.start()
+    try:
+        time.sleep(1.5)  # the bomb has filled its limit by now
+        env = {**os.environ, "LAB_USER": Settings().sandbox_user}
+        lab = subprocess.run(
+            [sys.executable, "-c", LAB_THREADS.replace("64, 64", f"{NPROC_LIMIT}, {NPROC_LIMIT}")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        t.join()
+    assert ended and ended[0].status == "timed_out"
+    assert lab.returncode == 0, lab.stderr[-400:]
+    assert lab.stdout.strip() == "started 8"
 
 
 def test_twenty_gib_allocation_fails(judge: Judge) -> None:
