@@ -72,7 +72,7 @@ lint: install
 
 test: install static browser nginx lint
 	$(BIN)/lowbit content check
-	$(BIN)/pytest -m "not gpu" -q
+	$(BIN)/pytest -m "not gpu" -q --durations=25
 
 bench: install static
 	$(BIN)/python benchmarks/run_all.py
