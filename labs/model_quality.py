@@ -238,7 +238,18 @@ def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
             value_label="SQNR, dB",
             whiskers="lowest and highest layer",
         ),
-        {"tensors": [r.name for r in shown], "sqnr_db": [r.sqnr_db for r in shown]},
+        {
+            "tensors": [r.name for r in shown],
+            "sqnr_db": [r.sqnr_db for r in shown],
+            # The bars themselves, so a compare page can redraw two runs on one axis.
+            "kind": "bars",
+            "title": f"{fmt_label}: SQNR by kind of weight",
+            "labels": kinds,
+            "values": [sum(v) / len(v) for v in by_kind.values()],
+            "low": [min(v) for v in by_kind.values()],
+            "high": [max(v) for v in by_kind.values()],
+            "x_label": "SQNR, dB (whiskers: lowest and highest layer)",
+        },
     )
 
 

@@ -16,7 +16,14 @@ from app.db import Run, RunShare
 from app.runs import cost, forms, store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
-from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress, shared_histograms
+from app.runs.views import (
+    DiffRow,
+    arrange_outputs,
+    diff,
+    latest_progress,
+    shared_bars,
+    shared_histograms,
+)
 from app.settings import Settings
 from app.templating import is_htmx
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
@@ -145,17 +152,21 @@ def paired_figures(session: Session, a: Run, b: Run) -> list[dict[str, Any] | No
 
 
 def paired_histograms(session: Session, a: Run, b: Run) -> list[dict[str, Any]] | None:
-    """The first histogram figure both runs drew differently (block-quantize: the errors
-    of each value; the input values of one tensor are the same in both), as a pair."""
+    """The first histogram (or bar figure with its values) both runs drew differently
+    (block-quantize: the errors of each value, the input values of one tensor being the
+    same in both; model-quality: SQNR by kind of weight), as a pair."""
     (_, plots_a), (_, plots_b) = _plots(session, a), _plots(session, b)
 
     def binned(e: dict[str, Any]) -> dict[str, Any]:
         return e["data"].get("data") or {}
 
-    kinds_b = {_figure_kind(e): e for e in plots_b if binned(e).get("edges")}
+    def redrawable(e: dict[str, Any]) -> bool:  # a histogram, or bars with their values
+        return bool(binned(e).get("edges")) or binned(e).get("kind") == "bars"
+
+    kinds_b = {_figure_kind(e): e for e in plots_b if redrawable(e)}
     for e in plots_a:
         other = kinds_b.get(_figure_kind(e))
-        if other is not None and binned(e).get("edges") and binned(e) != binned(other):
+        if other is not None and redrawable(e) and binned(e) != binned(other):
             return [e, other]
     return None
 
@@ -194,7 +205,7 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
         "tiles": _tile_rows(lab, a, b),
         "leads": list(zip((a, b), leads, strict=True)),
         "histograms": list(zip((a, b), hists, strict=True)) if hists else [],
-        "shared_axes": shared_histograms(hists) if hists else None,
+        "shared_axes": (shared_histograms(hists) or shared_bars(hists)) if hists else None,
         "paired_noise": paired_noise(a, b),
         "params": diff(a.params, b.params, _field_titles(lab)),
         # Numbers and words first; element-by-element lists apart (they bury the rest).
@@ -245,7 +256,8 @@ def _field_titles(lab: Lab | None) -> dict[str, str]:
 def _summary(run: Run) -> dict[str, Any]:
     return {
         "status": run.status,
-        "duration (s)": run.duration_s,
+        # Tenths of a second, as the run page says it ("17.7 s"), not 2.9239.
+        "duration (s)": round(run.duration_s, 1) if run.duration_s is not None else None,
         "error": run.error,
         "device": (run.environment or {}).get("device"),
     }

@@ -193,6 +193,64 @@ def shared_histograms(leads: Sequence[dict[str, Any] | None]) -> list[Markup] | 
     ]
 
 
+def shared_bars(leads: Sequence[dict[str, Any] | None]) -> list[Markup] | None:
+    """Two runs' paired bar figures (model-quality's SQNR by kind of weight) redrawn on
+    one value axis: drawn alone on the worker, q4_0's 21 dB and q8_0's 45 dB bars both
+    filled their plots. None unless both are bar figures with the same labels."""
+    data = [((e or {}).get("data") or {}).get("data") or {} for e in leads]
+    if len(data) != 2 or not all(d.get("kind") == "bars" and d.get("labels") for d in data):
+        return None
+    if data[0]["labels"] != data[1]["labels"]:
+        return None
+    hi = max(max([*d["values"], *(d.get("high") or [])], default=0.0) for d in data) or 1.0
+    return [bars_svg(d, hi) for d in data]
+
+
+def bars_svg(d: dict[str, Any], hi: float) -> Markup:
+    """Horizontal bars from zero to ``hi`` with optional low-high whiskers, as inline
+    SVG in the style of ``histogram_svg`` (presentation attributes, ``currentColor``)."""
+    labels, values = list(d["labels"]), [float(v) for v in d["values"]]
+    low, high = d.get("low") or [], d.get("high") or []
+    top, right, bottom, left = CHART_MARGIN[0], CHART_MARGIN[1], CHART_MARGIN[2], 96
+    row = 22
+    w, h = CHART_WIDTH - left - right, row * len(labels)
+    height = h + top + bottom
+    title = str(d.get("title") or "")
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {CHART_WIDTH} {height}" role="img" aria-label="{escape(title)}" '
+        'xmlns="http://www.w3.org/2000/svg" font-size="12" fill="currentColor">',
+        f"<title>{escape(title)}</title>",
+        f'<g transform="translate({left},{top})">',
+        f'<line x1="0" y1="{h}" x2="{w}" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
+        f'<line x1="0" y1="0" x2="0" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
+    ]
+    for i, (label, v) in enumerate(zip(labels, values, strict=True)):
+        y = i * row + 3
+        span = f", {format_value(low[i])} to {format_value(high[i])}" if i < len(high) else ""
+        parts.append(
+            f'<rect x="0" y="{y}" width="{max(v, 0) / hi * w:.2f}" height="{row - 6}" fill-opacity="0.75">'
+            f"<title>{escape(str(label))}: {escape(format_value(v))}{escape(span)}</title></rect>"
+        )
+        if i < len(high) and i < len(low):
+            x0, x1, ym = float(low[i]) / hi * w, float(high[i]) / hi * w, y + (row - 6) / 2
+            parts.append(
+                f'<line x1="{x0:.2f}" y1="{ym:.1f}" x2="{x1:.2f}" y2="{ym:.1f}" stroke="currentColor"/>'
+            )
+        parts.append(
+            f'<text x="-6" y="{y + row / 2:.1f}" text-anchor="end">{escape(str(label))}</text>'
+        )
+    for k in range(CHART_TICKS + 1):
+        x = w * k / CHART_TICKS
+        parts.append(
+            f'<text x="{x:.1f}" y="{h + 16}" text-anchor="middle">{escape(format_value(hi * k / CHART_TICKS))}</text>'
+        )
+    parts.append(
+        f'<text x="{w / 2:.1f}" y="{h + 36}" text-anchor="middle">{escape(str(d.get("x_label") or ""))}</text>'
+    )
+    parts.append("</g></svg>")
+    return Markup("".join(parts))  # noqa: S704 - every text went through escape()
+
+
 def sse(event: str, data: str, event_id: int | None = None) -> str:
     """One server-sent event; multi-line ``data`` becomes several ``data:`` lines."""
     lines = [f"id: {event_id}"] if event_id is not None else []

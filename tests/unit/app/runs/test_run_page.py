@@ -171,6 +171,23 @@ def test_paired_histograms_share_their_axes(client: Any) -> None:
     assert soup.select_one("details.compare-results") is not None
 
 
+def test_paired_model_figures_share_their_value_axis(client: Any) -> None:
+    """Issue 20 item 7 for the model labs: q4_0's SQNR bars (~21 dB) and q8_0's (~45 dB)
+    each filled their own plot, so the two formats looked alike side by side."""
+    small = {"eval_tokens": 512}
+    a = _stored_run(client, "model-quality", {"format": "q4_0", **small})
+    b = _stored_run(client, "model-quality", {"format": "q8_0", **small})
+    soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
+    charts = soup.select(".compare-shared figure.plot svg.chart")
+    assert len(charts) == 2
+    ticks = [[t.get_text() for t in c.select("g > text")][-7:] for c in charts]
+    assert ticks[0] == ticks[1]  # the same value axis (its ticks and label)
+    widths = [sum(float(r["width"]) for r in c.select("rect")) for c in charts]
+    assert widths[0] < widths[1] * 0.7  # q4_0's bars are visibly shorter than q8_0's
+    captions = [f.get_text(" ") for f in soup.select(".compare-shared figcaption")]
+    assert "q4_0" in captions[0] and "q8_0" in captions[1]
+
+
 def test_the_shared_page_reads_like_the_run_page(client: Any) -> None:
     from app.db import RunShare
 
