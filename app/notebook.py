@@ -117,6 +117,10 @@ def read_prediction(lab: Lab, form: dict[str, str]) -> Prediction:
     return Prediction(text, value, units[metric], metric)
 
 
+# Characters of the page a lab was started from (term:<slug>, lesson:<slug>), as stored.
+SOURCE_LIMIT = 140
+
+
 def record(
     session: Session, learner: str, lab: Lab, run: Run, pred: Prediction, source: str
 ) -> NotebookEntry | None:
@@ -124,7 +128,7 @@ def record(
         return None
     entry = NotebookEntry(
         learner_id=learner,
-        source=source[:140] or f"lab:{lab.id}",
+        source=source or f"lab:{lab.id}",  # at most SOURCE_LIMIT: the route refuses more
         lab_id=lab.id,
         run_id=run.id,
         prediction=pred.text,

@@ -23,9 +23,11 @@ from app.deps import (
     SettingsDep,
     anonymous_run_limit,
 )
+from app.notebook import SOURCE_LIMIT
 from app.runs import forms, store
 from app.runs.service import HISTORY_LIMIT, form_estimate, run_context, start_run
 from app.templating import is_htmx, render
+from app.textfields import too_long
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
 
 router = routes.router(tags=["labs"])
@@ -138,12 +140,19 @@ def lab_submit(
     form = {k: str(v) for k, v in raw_form.items()}
     embedded = bool(form.get("_source"))
     data = forms.parse_form(lab, form)
+    # The page that embedded the lab (set by the server's own templates): refused, not
+    # cut, when a client sends a longer one.
+    source_error = too_long("The page a lab starts from", form.get("_source", ""), SOURCE_LIMIT)
     try:
         prediction = notebook.read_prediction(lab, form)
     except notebook.PredictionError as e:
         # Beside its own field (the form keeps what was typed), not above the form.
         errors, status, run = {e.field: str(e)}, 422, None
     else:
+        errors, status, run = {}, 422, None
+    if source_error:
+        errors, status, run = {"": source_error}, 422, None
+    elif not errors:
         limit = anonymous_run_limit(request)
         run, errors, status = start_run(session, settings, queue, learner, lab, data, limit)
     if run is None and embedded:

@@ -52,5 +52,8 @@ def goto(request: Request, session: SessionDep, q: str = "") -> HTMLResponse:
     # The fragment replaces the header's own list (#goto-list); the full page's list
     # needs another id, since that header is on the page too.
     list_id = "goto-list" if is_htmx(request) else "goto-results"
-    ctx = {"q": q[:MAX_QUERY], "docs": docs, "list_id": list_id}
+    # No title is that long: a longer query matched on its first characters, and says so.
+    cut = too_long("A go-to query", q, MAX_QUERY)
+    note = f"{cut} Matched titles on its first {MAX_QUERY}." if cut else ""
+    ctx = {"q": q[:MAX_QUERY], "docs": docs, "list_id": list_id, "note": note}
     return render(request, "goto.html", ctx, block_name="suggestions")

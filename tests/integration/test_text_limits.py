@@ -134,3 +134,24 @@ def test_a_long_notebook_search_says_it_searched_the_first_characters(live: Stac
     limit = int(field["maxlength"])
     assert field["value"] == q[:limit]
     _said_limit(soup, limit, len(q))
+
+
+def test_a_long_goto_query_says_it_matched_the_first_characters(live: Stack) -> None:
+    """The "Go to" box matched titles on a query's first 200 characters without a word."""
+    c = live.learner()
+    soup = BeautifulSoup(c.get("/goto", params={"q": "n" * 250}).text, "html.parser")
+    _said_limit(soup, 200, 250)
+
+
+def test_a_lab_started_from_a_page_named_too_long_is_refused_not_cut(live: Stack) -> None:
+    """The embed's hidden ``_source`` (the page a lab starts from, set by the server's
+    templates) was cut to 140 characters when a client sent more."""
+    c = live.learner()
+    before = _runs_of(live, c)
+    source = "lesson:" + "x" * 200
+    status, soup = _form(
+        c, "/labs/block-quantize/runs", {**SMALL, "_prediction": "3", "_source": source}
+    )
+    assert status == 422
+    _said_limit(soup, 140, len(source))
+    assert _runs_of(live, c) == before
