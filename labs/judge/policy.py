@@ -168,6 +168,9 @@ def bwrap_args(
             args += ["--symlink", os.readlink(top), top]
         elif p.is_dir():
             args += ["--ro-bind", top, top]
+    # The private tmpfs first: a checkout (and so its venv) under /tmp is bound on top of
+    # it below, where a tmpfs mounted last would hide it.
+    args += ["--perms", "01777", "--size", str(limits.tmp_bytes), "--tmpfs", SANDBOX_TMP]
     base = str(Path(sys.base_prefix).resolve())
     binds = ([] if base.startswith("/usr/") else [base]) + packages
     made: set[str] = set()
@@ -183,16 +186,7 @@ def bwrap_args(
     for name in ("runner.py", "wire.py"):
         args += ["--ro-bind", str(here / name), f"{RUNNER_DIR}/{name}"]
     args += ["--proc", "/proc", "--dev", "/dev"]
-    args += [
-        "--perms",
-        "01777",
-        "--size",
-        str(limits.tmp_bytes),
-        "--tmpfs",
-        SANDBOX_TMP,
-        "--chdir",
-        SANDBOX_TMP,
-    ]
+    args += ["--chdir", SANDBOX_TMP]
     # The root and /dev tmpfs bwrap builds stay read-only: /tmp is the one writable place.
     args += ["--remount-ro", "/", "--remount-ro", "/dev"]
     args += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", SANDBOX_TMP]

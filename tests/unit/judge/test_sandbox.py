@@ -13,6 +13,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -355,3 +356,18 @@ def test_cgroups_v1_and_v2_limits_are_written(tmp_path: Path) -> None:
     assert v2.enabled and (v2.dirs[0] / "memory.max").read_text() == str(2**30)
     missing = cgroups.create(2**30, 100, root=tmp_path / "none")
     assert not missing.enabled and missing.wrap(["bwrap"]) == ["bwrap"]
+
+
+def test_a_checkout_under_tmp_is_not_hidden_by_the_private_tmp(monkeypatch: Any) -> None:
+    """A clone under /tmp (its venv's packages bound into the sandbox) failed every
+    submission with "No module named 'torch'": the private tmpfs on /tmp was mounted
+    after the binds and covered them. It is mounted first now."""
+    from labs.judge import policy
+
+    packages = "/tmp/checkout/.venv/lib/python3.11/site-packages"  # noqa: S108
+    monkeypatch.setattr(policy, "python_paths", lambda: ("/usr/bin/python3", [packages]))
+    args = policy.bwrap_args("bwrap", 3, 4, FAST, as_root=True)
+    tmpfs = args.index("--tmpfs")
+    assert args[tmpfs + 1] == "/tmp"  # noqa: S108
+    bind = next(i for i, a in enumerate(args) if a == "--ro-bind" and args[i + 1] == packages)
+    assert tmpfs < bind
