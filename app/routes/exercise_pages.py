@@ -16,7 +16,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from app import review, routes
+from app import routes
 from app.content.markdown import render_markdown
 from app.db import ExerciseState, Run, Submission, utcnow
 from app.deps import (
@@ -31,6 +31,7 @@ from app.deps import (
     SubmissionDep,
     anonymous_run_limit,
 )
+from app.exercises import review_a_missed_submit, review_concepts
 from app.runs import submissions
 from app.runs.store import RunRefused
 from app.templating import is_htmx, render
@@ -39,19 +40,6 @@ from labs.judge.kit import Exercise
 router = routes.router(tags=["exercise pages"])
 
 LANGUAGES = {"python": "Python", "triton": "Triton (runs under its interpreter on CPU)"}
-
-
-def review_concepts(session: Session, learner: str, ex: Exercise, cat: Any) -> list[str]:
-    """Put the quick checks of the exercise's concept cards into the learner's spaced
-    review (the same queue as the quiz): a failed concept comes back. Returns the refs."""
-    refs = []
-    for slug in ex.concepts:
-        term = cat.terms.get(slug)
-        for item in (term.front.quiz if term else [])[:2]:
-            ref = f"term:{slug}/{item.id}"
-            review.get_or_create(session, learner, "quiz", ref)
-            refs.append(ref)
-    return refs
 
 
 def _states(session: Session, learner: str) -> dict[str, ExerciseState]:
@@ -151,7 +139,9 @@ def _result(request: Request, session: Session, submission_id: str, learner: str
     )
 
 
-def _result_context(session: Session, run: Run, sub: Submission) -> dict[str, Any]:
+def _result_context(
+    session: Session, run: Run, sub: Submission, reviewing: list[str] | None = None
+) -> dict[str, Any]:
     data = submissions.to_json(run, sub)
     previous = (
         session.query(Submission)
@@ -173,24 +163,20 @@ def _result_context(session: Session, run: Run, sub: Submission) -> dict[str, An
                 "this attempt",
             )
         )
-    return {"sub": sub, "s": data, "final": run.is_final, "diff": diff, "reviewing": []}
-
-
-def _with_review(
-    ctx: dict[str, Any], session: Session, ex: Exercise | None, cat: Any
-) -> dict[str, Any]:
-    """A hidden-test failure sends the exercise's concepts to spaced review."""
-    sub, status = ctx["sub"], ctx["s"]["status"]
-    if ex is not None and sub.mode == "submit" and status in ("failed", "timed_out"):
-        ctx["reviewing"] = review_concepts(session, sub.learner_id, ex, cat)
-        session.commit()
-    return ctx
+    return {"sub": sub, "s": data, "final": run.is_final, "diff": diff, "reviewing": reviewing}
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-def submission_page(found: SubmissionDep, request: Request, session: SessionDep) -> HTMLResponse:
+def submission_page(
+    found: SubmissionDep,
+    request: Request,
+    session: SessionDep,
+    exercises: ExercisesDep,
+    cat: CatalogueDep,
+) -> HTMLResponse:
     run, sub = found
-    ctx = _result_context(session, run, sub)
+    reviewing = review_a_missed_submit(session, run, sub, exercises, cat)
+    ctx = _result_context(session, run, sub, reviewing)
     return render(request, "exercises/submission.html", ctx, block_name="result")
 
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app import routes
 from app.db import Run
 from app.deps import (
+    CatalogueDep,
     ExerciseDep,
     ExercisesDep,
     LearnerDep,
@@ -25,6 +26,7 @@ from app.deps import (
     SubmissionDep,
     anonymous_run_limit,
 )
+from app.exercises import review_a_missed_submit
 from app.runs import submissions
 from app.runs.live import SSE_HEADERS, After, Waiting, resume_from, stream
 from app.runs.store import RunRefused
@@ -71,8 +73,12 @@ async def api_submit(
 
 
 @router.get("/api/submissions/{submission_id}")
-def api_submission(found: SubmissionDep) -> dict[str, Any]:
-    return submissions.to_json(*found)
+def api_submission(
+    found: SubmissionDep, session: SessionDep, exercises: ExercisesDep, cat: CatalogueDep
+) -> dict[str, Any]:
+    run, sub = found
+    review_a_missed_submit(session, run, sub, exercises, cat)  # as the result page does
+    return submissions.to_json(run, sub)
 
 
 @router.get("/api/submissions/{submission_id}/events")

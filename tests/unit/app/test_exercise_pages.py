@@ -169,3 +169,45 @@ def test_the_run_page_of_a_submission_leads_to_its_result(inproc: InProcess) -> 
     r = c.get(f"/runs/{sid}")
     assert r.status_code == 303 and r.headers["location"] == f"/submissions/{sid}"
     assert sid not in c.get("/runs").text  # the lab run history lists lab runs only
+
+
+def test_a_missed_submit_sends_its_concepts_to_review_through_the_api_too(
+    inproc: InProcess,
+) -> None:
+    """Review cards from a failed Submit were made only when the result page was viewed
+    (and that code was never called): an API-only learner got none."""
+    from sqlalchemy import update
+
+    from app.db import Run, Submission
+
+    c = inproc.learner()
+    ex = inproc.app.state.exercises[EX]
+    sid = c.post(f"/api/exercises/{EX}/submissions", json={"code": "x", "mode": "submit"}).json()[
+        "id"
+    ]
+    engine = make_engine(inproc.settings.db_url)
+    try:
+        factory = make_sessionmaker(engine)
+
+        with factory() as s:
+            learner = s.scalar(select(Submission.learner_id).where(Submission.id == sid))
+
+        def refs() -> set[str]:  # this learner's review cards
+            with factory() as s:
+                q = select(ReviewCard.ref).where(
+                    ReviewCard.kind == "quiz", ReviewCard.learner_id == learner
+                )
+                return set(s.scalars(q))
+
+        assert c.get(f"/api/submissions/{sid}").json()["status"] == "queued"
+        assert not any(r.startswith(f"term:{ex.concepts[0]}/") for r in refs())
+        with factory() as s:  # as the worker ends it: the hidden cases failed
+            s.execute(update(Run).where(Run.id == sid).values(status="succeeded"))
+            s.execute(update(Submission).where(Submission.id == sid).values(verdict="failed"))
+            s.commit()
+        assert c.get(f"/api/submissions/{sid}").json()["status"] == "failed"
+        assert any(r.startswith(f"term:{ex.concepts[0]}/") for r in refs())
+    finally:
+        engine.dispose()
+    page = soup(c.get(f"/submissions/{sid}"))
+    assert "review queue" in page.get_text(" ")
