@@ -22,6 +22,8 @@ GIB = 2**30
 
 # Where the two trusted files the sandbox runs are mounted inside it.
 RUNNER_DIR = "/judge"
+# Where the environment's package directories are mounted inside it (read-only).
+PACKAGES_DIR = "/judge/packages"
 # The private tmpfs inside the sandbox (not the host's /tmp).
 SANDBOX_TMP = "/tmp"  # noqa: S108
 # The user learner code runs as when the worker is root: a uid of its own (no passwd
@@ -168,12 +170,16 @@ def bwrap_args(
             args += ["--symlink", os.readlink(top), top]
         elif p.is_dir():
             args += ["--ro-bind", top, top]
-    # The private tmpfs first: a checkout (and so its venv) under /tmp is bound on top of
-    # it below, where a tmpfs mounted last would hide it.
     args += ["--perms", "01777", "--size", str(limits.tmp_bytes), "--tmpfs", SANDBOX_TMP]
     base = str(Path(sys.base_prefix).resolve())
-    binds = ([] if base.startswith("/usr/") else [base]) + packages
+    binds = [] if base.startswith("/usr/") else [base]
     made: set[str] = set()
+    # The environment's packages at fixed paths of their own, not where the checkout
+    # keeps them: a checkout under /tmp would otherwise show inside the private /tmp.
+    inside = [f"{PACKAGES_DIR}/{i}" for i in range(len(packages))]
+    args += ["--perms", "0755", "--dir", RUNNER_DIR, "--perms", "0755", "--dir", PACKAGES_DIR]
+    for path, there in zip(packages, inside, strict=True):
+        args += ["--ro-bind", path, there]
     for path in binds:
         # bwrap would copy the mode of a parent such as /root (0700): the sandbox user
         # must be able to walk down to the interpreter.
@@ -194,5 +200,5 @@ def bwrap_args(
     args += ["--setenv", "OMP_NUM_THREADS", "1"]
     args += ["--seccomp", str(seccomp_fd)]
     args += ["--", exe, "-E", "-s", "-S", "-B", f"{RUNNER_DIR}/runner.py"]
-    args += [str(control_fd), *packages]
+    args += [str(control_fd), *inside]
     return args
