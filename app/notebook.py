@@ -57,6 +57,7 @@ def output_label(key: str, unit: str = "") -> str:
     a unit the words already say is not repeated ('perplexity', not 'perplexity
     (perplexity)')."""
     words = human_label(key).replace("Kl ", "KL ").replace("Top1", "Top-1")
+    words = words[:1].upper() + words[1:]  # a label, as its neighbours: "Stored bytes"
     shown = "%" if unit == "fraction" else unit
     return f"{words} ({shown})" if shown and shown.lower() not in words.lower() else words
 

@@ -23,7 +23,7 @@ def test_card_link_run_verdict_first_and_history_refreshes(page: Page, lab_stack
     page.locator("#lab-form button[type=submit]").click()
     verdict = page.locator(".run-verdict .compare-box .verdict")
     expect(verdict).to_be_visible(timeout=60_000)
-    expect(page.locator(".run-verdict td.actual")).to_contain_text("bits per value")
+    expect(page.locator(".run-verdict td.actual")).to_contain_text("Bits per value")
     expect(page.locator(".run-verdict td.actual")).not_to_contain_text("succeeded")
     expect(page.locator(".run-verdict")).to_be_in_viewport()
     box = page.locator(".run-verdict").bounding_box()

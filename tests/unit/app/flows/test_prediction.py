@@ -24,7 +24,7 @@ def test_verdict_is_first_and_shows_the_actual_values(learner) -> None:
     assert verdict < _position(html, "<summary>Parameters</summary>")
     doc = BeautifulSoup(html, "html.parser")
     actual = doc.select_one(".run-verdict td.actual").get_text(" ", strip=True)
-    assert "Bits per value: 4.25 bits" in actual and "stored bytes: 34,816 bytes" in actual
+    assert "Bits per value: 4.25 bits" in actual and "Stored bytes: 34,816 bytes" in actual
     assert "succeeded" not in actual
 
 
