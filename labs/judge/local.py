@@ -67,6 +67,18 @@ def _call_all(code: str, calls: list[Any]) -> list[dict[str, Any]]:
     return results
 
 
+def _interpret_triton() -> None:
+    """Triton kernels decorated from now on run in Triton's interpreter: the variable
+    for a fresh import, and the knob itself where Triton is loaded already (a setdefault
+    alone lost to an earlier value, and kernels came out compiled, failing on a CPU)."""
+    import sys
+
+    os.environ["TRITON_INTERPRET"] = "1"
+    knobs = sys.modules.get("triton.knobs")
+    if knobs is not None:
+        knobs.runtime.interpret = True
+
+
 def run_locally(
     code: str, calls: Sequence[Call], *, triton_interpret: bool = True
 ) -> list[CallResult]:
@@ -76,7 +88,7 @@ def run_locally(
     Triton kernels run on the CPU as they do on a CPU worker.
     """
     if triton_interpret:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+        _interpret_triton()
     payload = wire.encode({"code": code, "calls": [[c.function, list(c.args)] for c in calls]})
     request = wire.decode(payload, RESULT_LIMIT)
     sink = io.StringIO()

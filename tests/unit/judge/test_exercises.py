@@ -59,3 +59,13 @@ def test_wrong_solution_fails_and_the_likely_cause_is_named(path):
     if expect != "-":
         causes = [r.detail.get("likely_cause") or "" for r in failed]
         assert any(expect in c for c in causes), (expect, [r.message for r in failed])
+
+
+def test_triton_references_run_interpreted_whatever_the_environment_says(monkeypatch):
+    """In the full suite every Triton reference failed with "Cannot call @triton.jit'd
+    outside of the scope of a kernel": the kernels had been decorated compiled, since
+    run_locally only set TRITON_INTERPRET by default and an earlier value won."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    ex = EXERCISES["triton-block-absmax"]
+    results = grade(ex, "submit", _run(ex.solution))
+    assert all(r.passed for r in results), [(r.name, r.message[:200]) for r in results]
