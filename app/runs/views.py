@@ -216,14 +216,7 @@ def bars_svg(d: dict[str, Any], hi: float) -> Markup:
     w, h = CHART_WIDTH - left - right, row * len(labels)
     height = h + top + bottom
     title = str(d.get("title") or "")
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {CHART_WIDTH} {height}" role="img" aria-label="{escape(title)}" '
-        'xmlns="http://www.w3.org/2000/svg" font-size="12" fill="currentColor">',
-        f"<title>{escape(title)}</title>",
-        f'<g transform="translate({left},{top})">',
-        f'<line x1="0" y1="{h}" x2="{w}" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
-        f'<line x1="0" y1="0" x2="0" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
-    ]
+    parts = _chart_open(title, height, (left, top), (w, h))
     for i, (label, v) in enumerate(zip(labels, values, strict=True)):
         y = i * row + 3
         span = f", {format_value(low[i])} to {format_value(high[i])}" if i < len(high) else ""
@@ -244,11 +237,7 @@ def bars_svg(d: dict[str, Any], hi: float) -> Markup:
         parts.append(
             f'<text x="{x:.1f}" y="{h + 16}" text-anchor="middle">{escape(format_value(hi * k / CHART_TICKS))}</text>'
         )
-    parts.append(
-        f'<text x="{w / 2:.1f}" y="{h + 36}" text-anchor="middle">{escape(str(d.get("x_label") or ""))}</text>'
-    )
-    parts.append("</g></svg>")
-    return Markup("".join(parts))  # noqa: S704 - every text went through escape()
+    return _chart_close(parts, (w, h), str(d.get("x_label") or ""))
 
 
 def sse(event: str, data: str, event_id: int | None = None) -> str:
@@ -293,14 +282,7 @@ def histogram_svg(
     if x_range is not None:
         lo, hi = x_range
     span = (hi - lo) or 1.0
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {CHART_WIDTH} {CHART_HEIGHT}" role="img" aria-label="{escape(title)}" '
-        'xmlns="http://www.w3.org/2000/svg" font-size="12" fill="currentColor">',
-        f"<title>{escape(title)}</title>",
-        f'<g transform="translate({left},{top})">',
-        f'<line x1="0" y1="{h}" x2="{w}" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
-        f'<line x1="0" y1="0" x2="0" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
-    ]
+    parts = _chart_open(title, CHART_HEIGHT, (left, top), (w, h))
     for i, c in enumerate(counts):
         x0 = (edges[i] - lo) / span * w
         bw = max((edges[i + 1] - edges[i]) / span * w - 1, 0.5)
@@ -319,6 +301,28 @@ def histogram_svg(
         parts.append(
             f'<text x="-6" y="{y + 4:.1f}" text-anchor="end">{escape(format_value(round(peak * k / CHART_TICKS)))}</text>'
         )
+    return _chart_close(parts, (w, h), x_label)
+
+
+def _chart_open(
+    title: str, height: int, at: tuple[int, int], size: tuple[float, float]
+) -> list[str]:
+    """An inline SVG chart's start: the titled root, the plot area at ``at`` and its two
+    axis lines (``size`` is the plot area's width and height)."""
+    (left, top), (w, h) = at, size
+    return [
+        f'<svg class="chart" viewBox="0 0 {CHART_WIDTH} {height}" role="img" aria-label="{escape(title)}" '
+        'xmlns="http://www.w3.org/2000/svg" font-size="12" fill="currentColor">',
+        f"<title>{escape(title)}</title>",
+        f'<g transform="translate({left},{top})">',
+        f'<line x1="0" y1="{h}" x2="{w}" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
+        f'<line x1="0" y1="0" x2="0" y2="{h}" stroke="currentColor" stroke-opacity="0.6"/>',
+    ]
+
+
+def _chart_close(parts: list[str], size: tuple[float, float], x_label: str) -> Markup:
+    """The x-axis label and the end of a chart begun by ``_chart_open``."""
+    w, h = size
     parts.append(
         f'<text x="{w / 2:.1f}" y="{h + 36}" text-anchor="middle">{escape(x_label)}</text>'
     )
