@@ -1,4 +1,7 @@
-"""What a lab is: validated parameters, metadata and a ``run(params, ctx)``.
+"""What a lab is: validated parameters, metadata, ``run(params, ctx)`` (computes,
+emitting progress where the work happens) and ``present(output, params, ctx)`` (turns
+what ``run`` returned into the page's events: tables, metrics, figures, log lines;
+it computes nothing and emits no progress). ``Lab.execute`` calls one then the other.
 
 Lab modules import no torch at module level, so the web process can validate
 parameters and list labs without paying for (or risking) a torch import.
@@ -15,6 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from labs.events import DONE, Figure, Log, Metric, Progress, Table
 from labs.headline import MAX_TILES, Tile, from_outputs
 
 
@@ -164,7 +168,9 @@ class Context(Protocol):
     def progress(self, fraction: float, message: str = "") -> None: ...
     def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None: ...
     def metric(self, name: str, value: float, unit: str = "", label: str | None = None) -> None: ...
-    def plot(self, title: str, svg: str, data: dict[str, Any] | None = None) -> None: ...
+    def plot(
+        self, title: str, svg: str, data: dict[str, Any] | None = None, *, id: str = ""
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,14 @@ class Concept:
 INTERVAL_SUFFIX = "_interval"
 
 
+class Computed(Protocol):
+    """What a ``run`` may return instead of its result: the result (stored) and what
+    only ``present`` shows beside it (a log of what was tried, arrays for a figure)."""
+
+    @property
+    def result(self) -> LabResult: ...
+
+
 @dataclass(frozen=True)
 class Lab:
     id: str
@@ -203,7 +217,8 @@ class Lab:
     summary: str
     needs_gpu: NeedsGPU
     params: type[LabParams]
-    run: Callable[[Any, Context], LabResult]
+    # Computes the result (or a ``Computed`` holding it), emitting honest progress.
+    run: Callable[[Any, Context], LabResult | Computed]
     time_limit_s: float = 60.0
     memory_limit_mb: int = 2048
     numeric_outputs: tuple[tuple[str, str], ...] = ()  # (result key, unit) a learner can predict
@@ -214,6 +229,18 @@ class Lab:
     # The review question a wrong prediction of ``metric`` becomes, from the stored
     # result; None: the lab has none.
     concept: Callable[[Mapping[str, Any], str], Concept | None] | None = None
+    # What ``run`` returned -> the page's events; None: ``run`` emits its own.
+    present: Callable[[Any, Any, Context], None] | None = None
+
+    def execute(self, params: LabParams, ctx: Context) -> LabResult:
+        """``run`` then ``present`` (the one order the worker, the CLI and the tests
+        use); with a ``present`` the events end with ``progress(1.0, "done")``, sent
+        once they are all out. Returns the result to store."""
+        out = self.run(params, ctx)
+        if self.present is not None:
+            self.present(out, params, ctx)
+            ctx.progress(DONE.fraction, DONE.message)
+        return out if isinstance(out, LabResult) else out.result
 
     @property
     def queue(self) -> str:
@@ -262,40 +289,31 @@ class _EventSink(Protocol):
     def __call__(self, kind: str, data: dict[str, Any]) -> None: ...
 
 
-def _clean(v: Any) -> Any:
-    """JSON-safe copy: non-finite floats become strings rather than invalid JSON."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else str(v)
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_clean(x) for x in v]
-    return v
-
-
 class EventContext:
-    """A Context that turns each call into a typed event passed to ``sink``."""
+    """A Context that turns each call into a typed event (``labs.events``) passed to
+    ``sink`` as ``(kind, data)``."""
 
     def __init__(self, sink: _EventSink, device: str = "cpu", tmpdir: str = "/tmp"):  # noqa: S108
         self._sink = sink
         self.device = device
         self.tmpdir = tmpdir
 
+    def emit(self, event: Log | Progress | Table | Metric | Figure) -> None:
+        self._sink(event.kind, event.data())
+
     def log(self, text: str) -> None:
-        self._sink("log", {"text": str(text)})
+        self.emit(Log(str(text)))
 
     def progress(self, fraction: float, message: str = "") -> None:
-        self._sink(
-            "progress", {"fraction": max(0.0, min(1.0, float(fraction))), "message": message}
-        )
+        self.emit(Progress(fraction, message))
 
     def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
-        self._sink("table", {"title": title, "columns": list(columns), "rows": _clean(rows)})
+        self.emit(Table(title, list(columns), rows))
 
     def metric(self, name: str, value: float, unit: str = "", label: str | None = None) -> None:
-        self._sink(
-            "metric", {"name": name, "value": _clean(value), "unit": unit, "label": label or name}
-        )
+        self.emit(Metric(name, value, unit, label))
 
-    def plot(self, title: str, svg: str, data: dict[str, Any] | None = None) -> None:
-        self._sink("plot", {"title": title, "svg": svg, "data": _clean(data or {})})
+    def plot(
+        self, title: str, svg: str, data: dict[str, Any] | None = None, *, id: str = ""
+    ) -> None:
+        self.emit(Figure.of(id, title, svg, data))

@@ -244,7 +244,7 @@ def lab_result(lab: str, key: str, params: Mapping[str, Any] | None = None) -> f
     if cache_key not in _LAB_CACHE:
         with tempfile.TemporaryDirectory() as tmp:
             ctx = EventContext(lambda kind, data: None, device="cpu", tmpdir=tmp)
-            result = spec.run(spec.params.model_validate(dict(params or {})), ctx)
+            result = spec.execute(spec.params.model_validate(dict(params or {})), ctx)
         _LAB_CACHE[cache_key] = result.model_dump(mode="json")
     node: Any = _LAB_CACHE[cache_key]
     for part in key.split("."):

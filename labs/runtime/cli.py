@@ -142,7 +142,7 @@ def lab_run(labs: Mapping[str, Lab], lab_id: str, params: list[str], as_json: bo
 
         started = time.perf_counter()
         try:
-            result = lab.run(validated, EventContext(sink, device=device))
+            result = lab.execute(validated, EventContext(sink, device=device))
         except Exception as e:  # the learner gets the message, not a stack trace
             err.print(f"[red]{lab.id} failed:[/] {type(e).__name__}: {e}")
             return 1

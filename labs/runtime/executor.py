@@ -190,7 +190,7 @@ def run_lab(job: Job, protections: Protections, tmpdir: str, ahead: bool = False
         tmpdir=tmpdir,
     )
     try:
-        result = job.lab.run(job.params, ctx)
+        result = job.lab.execute(job.params, ctx)
         sys.stdout.flush()
         pipe.send({"t": "result", "result": _finite(result.model_dump(mode="json"))})
         return 0

@@ -36,7 +36,7 @@ def run_lab(
     device: str = "cpu",
     tmpdir: str | os.PathLike[str] = "/tmp",  # noqa: S108 - EventContext's own default
 ) -> tuple[Any, list[Event]]:
-    """Validate ``params`` with the lab's model, run it on an EventContext that records
+    """Validate ``params`` with the lab's model, run it (``Lab.execute``: run, then present) on an EventContext that records
     every event, and check that the events and the result are strict JSON (as stored).
     Returns ``(result, events)``, each event ``(kind, data)``."""
     spec = as_lab(lab)
@@ -44,7 +44,7 @@ def run_lab(
     ctx = EventContext(
         lambda kind, data: events.append((kind, data)), device=device, tmpdir=str(tmpdir)
     )
-    result = spec.run(spec.params.model_validate(dict(params or {})), ctx)
+    result = spec.execute(spec.params.model_validate(dict(params or {})), ctx)
     json.dumps([data for _, data in events], allow_nan=False)  # every event is strict JSON
     json.dumps(result.model_dump(mode="json"), allow_nan=False)
     return result, events

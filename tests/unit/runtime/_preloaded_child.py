@@ -26,7 +26,7 @@ def new_modules(lab_id: str, params: dict[str, object]) -> list[str]:
 
             torch.set_num_threads(1)
             before = set(sys.modules)
-            lab.run(checked, EventContext(lambda kind, data: None))
+            lab.execute(checked, EventContext(lambda kind, data: None))
             os.write(w, json.dumps(sorted(set(sys.modules) - before)).encode())
             code = 0
         finally:
