@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from labs import block_quantize as lab
+from labs.block_quantize import compute
 from tests.unit.labs.helpers import run_lab
 
 
@@ -50,7 +51,7 @@ def test_the_block_view_describes_the_whole_block() -> None:
 
     result, events = run_lab(lab, {"format": "int4", "shape": [4, 256], "seed": 0})
     block = result.first_blocks[0]
-    x = lab._tensor(lab.BlockQuantizeParams(format="int4", shape=[4, 256], seed=0), "cpu")
+    x = compute._tensor(lab.BlockQuantizeParams(format="int4", shape=[4, 256], seed=0), "cpu")
     whole = x[0, :128]
     assert block.size == 128 and len(block.values) == 32
     assert block.absmax == pytest.approx(float(whole.abs().max()))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from labs import block_quantize, gpu_status, torch_env
+from labs.block_quantize import compute as bq_compute
 from tests.unit.labs.helpers import run_lab
 
 # -- gpu-status -------------------------------------------------------------------
@@ -191,7 +192,7 @@ def test_histogram_bins_match_histc_and_count_what_lies_beyond() -> None:
 
     # Values at bin centres (no rounding at an edge can move them), the range's two
     # ends (the last bin is closed, as histc's), values beyond both ends and NaN.
-    lo, hi, bins = -2.0, 2.0, block_quantize.HISTOGRAM_BINS
+    lo, hi, bins = -2.0, 2.0, bq_compute.HISTOGRAM_BINS
     width = (hi - lo) / bins
     k = torch.randint(0, bins, (300_001,), generator=torch.Generator().manual_seed(5))
     inside = lo + (k.double() + 0.5) * width
@@ -202,7 +203,7 @@ def test_histogram_bins_match_histc_and_count_what_lies_beyond() -> None:
     for workers in (None, 2):  # in line, and spread over two threads
         set_workers(workers)
         try:
-            counts, below, above = block_quantize._bin_counts(v, lo, hi)
+            counts, below, above = bq_compute._bin_counts(v, lo, hi)
         finally:
             set_workers(None)
         assert counts == [int(c) for c in expected.tolist()]
@@ -214,7 +215,7 @@ def test_histogram_bins_match_histc_and_count_what_lies_beyond() -> None:
 def test_relative_rmse_is_rms_error_over_rms_value() -> None:
 
     result, _ = run_lab(block_quantize.LAB, {"format": "int4", "shape": [16, 256]})
-    x = block_quantize._tensor(
+    x = bq_compute._tensor(
         block_quantize.LAB.validate({"format": "int4", "shape": [16, 256]}), "cpu"
     )
     from labs.quant import quantize
@@ -236,11 +237,11 @@ def test_outliers_are_the_stated_fraction_of_distinct_values(shape: list[int]) -
     params = block_quantize.LAB.validate(
         {"format": "int8", "shape": shape, "distribution": "outliers", "seed": 9}
     )
-    x = block_quantize._tensor(params, "cpu")
+    x = bq_compute._tensor(params, "cpu")
     base = torch.randn(*shape, generator=torch.Generator().manual_seed(9))
     scaled = (x != base).sum().item()  # each outlier scaled once, none twice
-    n = max(1, round(block_quantize.OUTLIER_FRACTION * x.numel()))
+    n = max(1, round(bq_compute.OUTLIER_FRACTION * x.numel()))
     assert scaled == n
-    assert torch.allclose(x[x != base], base[x != base] * block_quantize.OUTLIER_SCALE)
-    again = block_quantize._tensor(params, "cpu")
+    assert torch.allclose(x[x != base], base[x != base] * bq_compute.OUTLIER_SCALE)
+    again = bq_compute._tensor(params, "cpu")
     assert torch.equal(x, again)  # the seed fixes the tensor

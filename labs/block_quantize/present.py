@@ -1,15 +1,16 @@
-"""block-quantize's presenter: block 0 on the format's grid (the lead figure), the
-tables of the first blocks, the metrics, the rounding/clipping split and the two
-histograms, each figure with its data for the page's table alternative."""
+"""block-quantize's page: block 0 on the format's grid (the lead figure), the tables
+of the first blocks, the metrics, the rounding/clipping split and the two histograms,
+each figure with its data for the page's table alternative; and the headline tiles."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Context
-from labs.block_quantize import BlockQuantizeParams, BlockQuantizeResult, BlockView, Histogram
-from labs.headline import readable
+from labs.block_quantize.model import BlockQuantizeParams, BlockQuantizeResult, BlockView, Histogram
+from labs.headline import Tile, readable, tile
 
 # A grid value and a dequantized value this close (relative) are the same point.
 GRID_MATCH_RTOL = 1e-4
@@ -18,13 +19,10 @@ GRID_MATCH_RTOL = 1e-4
 def present(r: BlockQuantizeResult, params: BlockQuantizeParams, ctx: Context) -> None:
     """Block 0 value by value, the first blocks' scales, the metrics and the figures."""
     rows, cols = r.shape
-    ctx.progress(0.05, "making the tensor")
     ctx.log(
         f"x: {params.distribution} {rows}×{cols} float32 on {r.device} (seed {params.seed}); "
         f"format {params.format}"
     )
-    ctx.progress(0.25, f"quantizing to {params.format}")
-    ctx.progress(0.6, "measuring the error")
     _grid_figure(r, ctx)
     _tables(r, ctx)
     m = r.metrics
@@ -34,14 +32,12 @@ def present(r: BlockQuantizeResult, params: BlockQuantizeParams, ctx: Context) -
         ctx.metric("sqnr_db", m.sqnr_db, "dB", "SQNR")
     ctx.metric("rmse", m.rmse, "", "RMS error")
     ctx.metric("clipped_fraction", m.clipped_fraction * 100, "%", "values clipped")
-    ctx.progress(0.8, "figures")
     _split_figure(r, ctx)
     for name, label, what in (
         ("values", "value", "Your tensor's values"),
         ("errors", "dequantized − value", "Error of each value after quantizing"),
     ):
-        _histogram_figure(r.histograms[name], f"{what} ({r.format})", label, ctx)
-    ctx.progress(1.0, "done")
+        _histogram_figure(name, r.histograms[name], f"{what} ({r.format})", label, ctx)
 
 
 def _tables(r: BlockQuantizeResult, ctx: Context) -> None:
@@ -145,6 +141,7 @@ def _grid_figure(r: BlockQuantizeResult, ctx: Context) -> None:
                 [[v, d, d - v] for v, d in zip(block.values, block.dequantized, strict=True)],
             ),
         },
+        id="grid",
     )
 
 
@@ -170,6 +167,7 @@ def _split_figure(r: BlockQuantizeResult, ctx: Context) -> None:
                 ],
             ),
         },
+        id="error-split",
     )
 
 
@@ -182,7 +180,9 @@ def outlier_note(h: Histogram) -> str:
     return f"{beyond:,} {word} beyond the range shown ({h.min:.4g} … {h.max:.4g})"
 
 
-def _histogram_figure(h: Histogram, title: str, x_label: str, ctx: Context) -> None:
+def _histogram_figure(
+    figure_id: str, h: Histogram, title: str, x_label: str, ctx: Context
+) -> None:
     from labs import charts
 
     note = outlier_note(h)
@@ -205,8 +205,53 @@ def _histogram_figure(h: Histogram, title: str, x_label: str, ctx: Context) -> N
                 if part
             ),
         },
+        id=figure_id,
     )
 
 
 def _table(columns: list[str], rows: list[list[Any]]) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
+
+
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """Bits per value, stored bytes, SQNR, rounding vs clipping MSE and % clipped."""
+    m = r["metrics"]
+    share = m["clipping_mse"] / m["mse"] if m["mse"] > 0 else 0.0
+    return [
+        tile(
+            "Bits per value",
+            r["bits_per_value"],
+            "bits",
+            key="bits_per_value",
+            means=f"scales included; {r['compression_vs_bf16']:.1f}× smaller than bf16 (16 bits)",
+        ),
+        tile(
+            "Stored bytes",
+            r["nbytes"],
+            "bytes",
+            key="nbytes",
+            means=f"payload and scales of {r['numel']:,} values",
+        ),
+        tile(
+            "SQNR",
+            m["sqnr_db"],
+            "dB",
+            key="metrics.sqnr_db",
+            means="signal over error power; each extra bit buys about 6 dB",
+        ),
+        Tile(
+            label="Rounding vs clipping MSE",
+            text=f"{readable(m['rounding_mse'])} vs {readable(m['clipping_mse'])}",
+            exact=f"rounding {m['rounding_mse']!r}, clipping {m['clipping_mse']!r}",
+            means=f"{share:.0%} of the squared error comes from clipping",
+            key="metrics.rounding_mse",
+        ),
+        tile(
+            "Values clipped",
+            m["clipped_fraction"] * 100,
+            "%",
+            key="metrics.clipped_fraction",
+            means=f"{m['clipped']:,} values beyond their block's range",
+            tone="warn" if m["clipped"] else "",
+        ),
+    ]
