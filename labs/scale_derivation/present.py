@@ -1,32 +1,32 @@
-"""scale-derivation's presenter: the derivation as log lines, tables, metrics and one
-figure, then the all-zero tensor and the fp8 casts."""
+"""scale-derivation's page: the derivation as log lines, tables, metrics and one
+figure, then the all-zero tensor and the fp8 casts; and the headline tiles."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from labs.base import Context
-from labs.scale_derivation import PER_TENSOR_FORMATS, CastDemo, Derivation, Result, ZeroCase
+from labs.headline import Tile, readable, tile
+from labs.scale_derivation.compute import Derivation
+from labs.scale_derivation.model import PER_TENSOR_FORMATS, CastDemo, Params, Result, ZeroCase
 
 
-def present(derivation: Derivation, ctx: Context) -> None:
+def present(derivation: Derivation, params: Params, ctx: Context) -> None:
     """The derivation as log lines, tables, metrics and one figure, then the edge cases."""
     r = derivation.result
-    ctx.progress(0.05, "deriving the scale")
     for line in derivation.lines:
         ctx.log(line)
     if r.matches_labs_quant is not None:
         ctx.log(
             f"The step-by-step values equal labs.quant's dequantized tensor: {r.matches_labs_quant}"
         )
-    ctx.progress(0.4, "per element")
     _element_tables(r, derivation.n_blocks, ctx)
     _metrics(r, ctx)
     _plot(r, ctx)
-    ctx.progress(0.6, "the all-zero tensor")
     _zero_table(r.format, r.zero_case, ctx)
-    ctx.progress(0.8, "fp8 casts: clamp first or cast first")
     for c in r.casts:
         _cast_table(c, ctx)
-    ctx.progress(1.0, "done")
 
 
 def _element_tables(r: Result, n_blocks: int, ctx: Context) -> None:
@@ -101,6 +101,7 @@ def _plot(r: Result, ctx: Context) -> None:
             y_label="value",
         ),
         {"x": xs, "dequantized": [steps[i].dequantized for i in order]},
+        id="steps",
     )
 
 
@@ -165,3 +166,31 @@ def _cast_table(c: CastDemo, ctx: Context) -> None:
 
 def _share(part: float, total: float) -> float | None:
     return part / total if total else None
+
+
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """amax, the scale it gives, the SQNR, the worst error and what was clipped."""
+    err = r["error"]
+    return [
+        tile("amax (largest |x|)", r["amax"], key="amax", means=f"from {r['scale_source']}"),
+        tile(
+            "Scale",
+            r["scale"],
+            key="scale",
+            means=f"amax / {readable(r['qmax'])}: what one element step is worth",
+        ),
+        tile("SQNR", err["sqnr_db"], "dB", key="error.sqnr_db", means="signal over error power"),
+        tile(
+            "Max |error|",
+            r["max_abs_error"],
+            key="max_abs_error",
+            means=f"half a step is {readable(r['scale'] / 2)}: more means clipping",
+        ),
+        tile(
+            "Values clipped",
+            r["clipped"],
+            key="clipped",
+            means=f"of {r['n_values']:,}; clipping MSE {readable(err['clipping_mse'])}",
+            tone="warn" if r["clipped"] else "",
+        ),
+    ]
