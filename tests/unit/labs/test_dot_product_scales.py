@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from labs import dot_product_scales as lab
+from labs.dot_product_scales import compute
 from tests.unit.labs.helpers import run_lab
 
 # Scales applied correctly reproduce the float64 product of the dequantized operands up
@@ -36,7 +37,7 @@ def test_b_matches_a_float64_reference_computed_here():
 
     params = lab.Params(m=8, k=96, n=8, format="int4", granularity=32)
     result, _ = run_lab(lab, params.model_dump())
-    a, w = lab._operands(params)
+    a, w = compute._operands(params)
     qa, qw = quantize(a, "int4", granularity=32), quantize(w, "int4", granularity=32)
     deq = qa.dequantize().double() @ qw.dequantize().double().T
     reference = a.double() @ w.double().T

@@ -1,4 +1,4 @@
-"""dot-product-scales' presenter: the three placements, the accumulator, the zero-point
+"""dot-product-scales' page: the three placements, the accumulator, the zero-point
 terms and one chart."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from labs.base import Context
-from labs.dot_product_scales import (
+from labs.dot_product_scales.compute import Product
+from labs.dot_product_scales.model import (
     FIXED_BLOCK,
     OUTLIER_CHANNEL_EVERY,
     OUTLIER_SCALE,
@@ -14,7 +15,6 @@ from labs.dot_product_scales import (
     AccumulatorReport,
     AsymmetricReport,
     Params,
-    Product,
 )
 
 
@@ -22,7 +22,6 @@ def present(product: Product, params: Params, ctx: Context) -> None:
     """Emit the run's events, in the order the run page shows them."""
     r = product.result
     fmt, g, label = r.format, params.granularity_used, r.granularity
-    ctx.progress(0.05, "operands")
     outlier_note = (
         f", every {OUTLIER_CHANNEL_EVERY}th activation channel ×{OUTLIER_SCALE:g}"
         if params.outliers
@@ -34,18 +33,11 @@ def present(product: Product, params: Params, ctx: Context) -> None:
     )
     if fmt in FIXED_BLOCK:
         ctx.log(f"{fmt} fixes its block at {g} elements along K (the granularity is ignored).")
-    ctx.progress(0.2, f"{label} scales: inside vs after the reduction")
-    if fmt not in FIXED_BLOCK:
-        ctx.progress(0.4, "per-channel scales after the dot product")
     _placements(product, ctx)
-    ctx.progress(0.6, "accumulator width")
     _accumulator(fmt, r.accumulator, ctx)
     if r.asymmetric is not None:
-        ctx.progress(0.75, "zero points: the cross terms")
         _asymmetric(fmt, r.asymmetric, ctx)
-    ctx.progress(0.9, "chart")
     _chart(product, ctx)
-    ctx.progress(1.0, "done")
 
 
 def _placements(product: Product, ctx: Context) -> None:
@@ -144,4 +136,5 @@ def _chart(product: Product, ctx: Context) -> None:
             p.name: {"vs_fp32": p.rel_error_vs_fp32, "vs_dequantized": p.rel_error_vs_dequantized}
             for p in placements
         },
+        id="placements",
     )
