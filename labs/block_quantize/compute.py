@@ -279,5 +279,3 @@ def quantize_blocks(
             "errors": _histogram((deq - x).reshape(-1)),
         },
     )
-
-

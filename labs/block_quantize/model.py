@@ -196,4 +196,3 @@ class BlockQuantizeResult(LabResult):
     metrics: ErrorMetrics
     first_blocks: list[BlockView]
     histograms: dict[str, Histogram]
-

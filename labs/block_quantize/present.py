@@ -180,9 +180,7 @@ def outlier_note(h: Histogram) -> str:
     return f"{beyond:,} {word} beyond the range shown ({h.min:.4g} … {h.max:.4g})"
 
 
-def _histogram_figure(
-    figure_id: str, h: Histogram, title: str, x_label: str, ctx: Context
-) -> None:
+def _histogram_figure(figure_id: str, h: Histogram, title: str, x_label: str, ctx: Context) -> None:
     from labs import charts
 
     note = outlier_note(h)

@@ -251,5 +251,3 @@ def multiply(params: Params, progress: Callable[[float, str], None] = _no_progre
         asymmetric=asym,
     )
     return Product(result, chosen.scales_vary_along_k)
-
-

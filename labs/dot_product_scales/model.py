@@ -166,5 +166,3 @@ class Result(LabResult):
     int16_overflow_k: int | None
     int32_max_k: int | None
     asymmetric: AsymmetricReport | None
-
-

@@ -306,9 +306,7 @@ def _format_scales(x: torch.Tensor, fmt: str, qmax: float) -> _Scales:
     )
 
 
-def derive(
-    params: Params, progress: Callable[[float, str], None] = _no_progress
-) -> Derivation:
+def derive(params: Params, progress: Callable[[float, str], None] = _no_progress) -> Derivation:
     """Every step of the scale derivation, the three edge cases, and the error split;
     ``progress`` hears of each step as it starts."""
     import torch
@@ -362,4 +360,3 @@ def derive(
         casts=[cast_demo(f) for f in FP8_DTYPES],
     )
     return Derivation(result, sc.lines, sc.n_blocks)
-

@@ -186,4 +186,3 @@ class Result(LabResult):
     clipped: int
     zero_case: ZeroCase
     casts: list[CastDemo]
-

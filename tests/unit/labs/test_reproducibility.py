@@ -9,6 +9,7 @@ import torch
 from pydantic import ValidationError
 
 from labs import reproducibility as rp
+from labs.reproducibility import compute as rp_compute
 from tests.unit.labs.helpers import run_lab
 
 SMALL = {"batch": 64, "hidden": 64, "in_features": 32}
@@ -67,16 +68,16 @@ def test_inline_int8_matches_labs_quant_per_channel():
 
     w = torch.randn(128, 64, generator=torch.Generator().manual_seed(3))
     library = quantize(w, "int8", granularity="channel").dequantize()
-    assert torch.allclose(rp.int8_per_channel(w), library, atol=1e-7, rtol=0)
+    assert torch.allclose(rp_compute.int8_per_channel(w), library, atol=1e-7, rtol=0)
 
 
 def test_fp8_clamps_before_the_cast():
     w = torch.randn(16, 16, generator=torch.Generator().manual_seed(4))
     w[0, 0] = 1e4
-    q = rp.fp8_per_tensor(w)
+    q = rp_compute.fp8_per_tensor(w)
     assert bool(torch.isfinite(q).all())
     assert float(q[0, 0]) == pytest.approx(1e4, rel=1e-6)  # amax maps to exactly 448 × scale
-    assert float(rp.fp8_per_tensor(torch.zeros(4, 4)).abs().max()) == 0.0
+    assert float(rp_compute.fp8_per_tensor(torch.zeros(4, 4)).abs().max()) == 0.0
 
 
 def test_out_of_range_fp8_depends_on_the_path_as_the_docstring_says():
@@ -86,7 +87,7 @@ def test_out_of_range_fp8_depends_on_the_path_as_the_docstring_says():
     assert torch.full((4,), 1000.0).to(e4m3).float().tolist() == [448.0] * 4  # saturates
     with pytest.raises(RuntimeError, match="overflow"):
         torch.full((4,), 1000.0, dtype=e4m3)  # the scalar conversion refuses
-    assert "depends on the code path" in " ".join((rp.fp8_per_tensor.__doc__ or "").split())
+    assert "depends on the code path" in " ".join((rp_compute.fp8_per_tensor.__doc__ or "").split())
 
 
 def test_the_test_case_is_reported(tmp_path):
@@ -97,7 +98,7 @@ def test_the_test_case_is_reported(tmp_path):
     table = next(d for k, d in events if k == "table" and d["title"].startswith("Test case 5"))
     assert len(table["rows"]) == 10 and table["columns"] == ["class", "fp32", "int8", "difference"]
     # The fp32 column is the model's output for that input, recomputed here.
-    w, x = rp.build(rp.Params.model_validate({**SMALL, "test_case": 5}), "cpu")
+    w, x = rp_compute.build(rp.Params.model_validate({**SMALL, "test_case": 5}), "cpu")
     with torch.no_grad():
-        expected = rp.forward(w, x[5:6])[0]
+        expected = rp_compute.forward(w, x[5:6])[0]
     assert [row[1] for row in table["rows"]] == pytest.approx(expected.tolist(), abs=1e-5)

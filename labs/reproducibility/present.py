@@ -1,16 +1,16 @@
-"""reproducibility's presenter: the environment, each comparison, and the findings."""
+"""reproducibility's page: the environment, each comparison, and the findings."""
 
 from __future__ import annotations
 
 from labs.base import Context
-from labs.reproducibility import Params, Trial
+from labs.reproducibility.compute import Trial
+from labs.reproducibility.model import Params
 
 
 def present(trial: Trial, params: Params, ctx: Context) -> None:
     """Emit the run's events, in the order the run page shows them."""
     r = trial.result
     i = r.test_case
-    ctx.progress(0.05, "recording the environment")
     ctx.table(
         "Environment (put this in the bug report)",
         ["item", "value"],
@@ -25,16 +25,12 @@ def present(trial: Trial, params: Params, ctx: Context) -> None:
         f"Model: Linear({params.in_features}→{params.hidden}) → ReLU → Linear({params.hidden}→"
         f"{params.classes}), fp32, seed {params.seed}; input {r.input_shape}."
     )
-    ctx.progress(0.15, "run 1 and run 2")
-    ctx.progress(0.3, "batch invariance")
-    ctx.progress(0.5, "fp32 vs low-precision weights")
     for note in trial.notes:
         ctx.log(note)
     for fmt, rows in trial.test_case_logits.items():
         ctx.table(
             f"Test case {i}: logits, fp32 vs {fmt}", ["class", "fp32", fmt, "difference"], rows
         )
-    ctx.progress(0.85, "reporting")
     _comparisons_table(trial, ctx)
     for c in r.comparisons:
         ctx.metric(
@@ -59,10 +55,10 @@ def present(trial: Trial, params: Params, ctx: Context) -> None:
             value_label="max |Δlogit| per input",
         ),
         {"format": first, "max_abs_diff_per_input": trial.diffs_per_input},
+        id="logits",
     )
     for f in r.findings:
         ctx.log(f)
-    ctx.progress(1.0, "done")
 
 
 def _comparisons_table(trial: Trial, ctx: Context) -> None:

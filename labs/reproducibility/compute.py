@@ -1,18 +1,4 @@
-"""Lab ``reproducibility``: "same input, different result after an update" — a drill.
-
-A 2-layer MLP built from a fixed seed runs one fixed batch. The lab records
-what a bug report needs (torch, Python, device, dtype, matmul settings, input
-shape, seed), then compares the outputs that people expect to be equal:
-
-- two runs of the same code (bitwise, with ``torch.use_deterministic_algorithms``);
-- one test case computed alone and inside the batch (batch invariance);
-- on the CPU, 1 thread against all threads (reduction order);
-- fp32 weights against int8 (symmetric, per output channel) and fp8 E4M3
-  (per-tensor scale) weights: max |Δlogit| and top-1 agreement over the batch.
-
-Activations stay fp32 throughout (weight-only quantization), so every
-difference in the last comparison comes from the weights' rounding.
-"""
+"""reproducibility's computation (torch is imported inside the functions)."""
 
 from __future__ import annotations
 
@@ -21,120 +7,28 @@ import os
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
-
-from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.base import Context
 
 if TYPE_CHECKING:
     import torch
 
-LowPrecision = Literal["int8", "fp8", "both"]
-
-MAX_SEED = 2**31 - 1
-MAX_BATCH = 4096
-MAX_WIDTH = 4096
-MAX_CLASSES = 1000
-INT8_MAX = 127  # symmetric int8: codes -127..127 (-128 unused, so the grid is symmetric)
-FP8_E4M3_MAX = 448.0  # largest finite float8_e4m3fn value
-# Scales are clamped away from zero so an all-zero row divides cleanly.
-MIN_SCALE = 1e-12
-# cuBLAS needs a fixed workspace for deterministic results (CUDA >= 10.2);
-# see the cuBLAS "Results reproducibility" section.
-CUBLAS_WORKSPACE_CONFIG = ":4096:8"
-FINGERPRINT_HEX_CHARS = 16
-TEST_CASE_LOGITS_SHOWN = 10
-
-
-class Params(LabParams):
-    seed: int = Field(
-        default=0, ge=0, le=MAX_SEED, description="Seed for the weights and the input batch."
-    )
-    batch: int = Field(
-        default=256,
-        ge=2,
-        le=MAX_BATCH,
-        description="Inputs in the batch (top-1 agreement is over all of them).",
-    )
-    in_features: int = Field(default=64, ge=2, le=MAX_WIDTH, description="Input width of the MLP.")
-    hidden: int = Field(default=256, ge=2, le=MAX_WIDTH, description="Hidden width of the MLP.")
-    classes: int = Field(
-        default=10, ge=2, le=MAX_CLASSES, description="Output logits (classes) per input."
-    )
-    low_precision: LowPrecision = Field(
-        default="both",
-        description="Weight format(s) compared with fp32: int8 (symmetric, per output channel), "
-        "fp8 (E4M3, one scale per tensor) or both.",
-    )
-    deterministic: bool = Field(
-        default=True,
-        description="Run with torch.use_deterministic_algorithms(True) (and a fixed cuBLAS "
-        "workspace on CUDA).",
-    )
-    test_case: int = Field(
-        default=0,
-        ge=0,
-        le=MAX_BATCH - 1,
-        description="Index of the input whose logits are shown in full.",
-    )
-
-    @field_validator("test_case")
-    @classmethod
-    def _inside_batch(cls, v: int, info: ValidationInfo) -> int:
-        batch = info.data.get("batch")
-        if batch is not None and v >= batch:
-            raise ValueError(f"test_case {v} is outside the batch of {batch} (0..{batch - 1})")
-        return v
-
-
-class Environment(BaseModel):
-    torch: str
-    python: str
-    platform: str
-    device: str
-    device_name: str
-    cuda: str | None
-    cudnn: int | None
-    threads: int
-    dtype: str
-    float32_matmul_precision: str
-    deterministic_algorithms: bool
-    cublas_workspace_config: str | None
-
-
-class Comparison(BaseModel):
-    format: str
-    quantizer: str
-    bitwise_equal: bool
-    weight_rel_error: float = Field(description="||W_q − W|| / ||W||, both layers together")
-    max_abs_diff: float = Field(description="Largest |logit difference| over the batch")
-    mean_abs_diff: float
-    top1_agreement: float = Field(description="Fraction of inputs whose argmax is unchanged")
-    test_case_top1_fp32: int
-    test_case_top1: int
-
-
-class Result(LabResult):
-    environment: Environment
-    seed: int
-    input_shape: list[int]
-    test_case: int
-    fingerprint: str = Field(description="First hex digits of the SHA-256 of run 1's logits")
-    runs_bitwise_equal: bool
-    runs_max_abs_diff: float
-    batch_invariant: bool = Field(description="Test case alone is bitwise equal to it in the batch")
-    batch_max_abs_diff: float
-    threads_bitwise_equal: bool | None = Field(description="CPU only: 1 thread vs all threads")
-    comparisons: list[Comparison]
-    int8_top1_agreement: float | None
-    int8_max_abs_diff: float | None
-    fp8_top1_agreement: float | None
-    fp8_max_abs_diff: float | None
-    findings: list[str]
-
+from labs.reproducibility.model import (
+    CUBLAS_WORKSPACE_CONFIG,
+    FINGERPRINT_HEX_CHARS,
+    FP8_E4M3_MAX,
+    INT8_MAX,
+    MIN_SCALE,
+    TEST_CASE_LOGITS_SHOWN,
+    Comparison,
+    Environment,
+    Params,
+    Result,
+)
 
 Weights = dict[str, "torch.Tensor"]
+
 Quantizer = Callable[["torch.Tensor"], "torch.Tensor"]
 
 
@@ -235,7 +129,7 @@ def environment(device: str, deterministic: bool) -> Environment:
     )
 
 
-def run(params: Params, ctx: Context) -> Result:
+def run(params: Params, ctx: Context) -> Trial:
     import torch
 
     device = "cuda" if ctx.device == "cuda" and torch.cuda.is_available() else "cpu"
@@ -246,7 +140,7 @@ def run(params: Params, ctx: Context) -> Result:
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(params.deterministic, warn_only=True)
     try:
-        return _run(params, ctx, device)
+        return compare(params, device, ctx.progress)
     finally:
         torch.use_deterministic_algorithms(was_deterministic)
 
@@ -265,20 +159,21 @@ class Trial:
     notes: list[str] = field(default_factory=list)  # said before the comparisons
 
 
-def _run(params: Params, ctx: Context, device: str) -> Result:
-    from labs.presenters.reproducibility import present
-
-    trial = compare(params, device)
-    present(trial, params, ctx)
-    return trial.result
+def _no_progress(fraction: float, message: str = "") -> None:
+    pass
 
 
-def compare(params: Params, device: str) -> Trial:
+def compare(
+    params: Params, device: str, progress: Callable[[float, str], None] = _no_progress
+) -> Trial:
     """Run the seeded model twice, alone and in the batch, on one thread and many, and with
-    low-precision weights; every comparison bitwise and by its largest difference."""
+    low-precision weights; every comparison bitwise and by its largest difference.
+    ``progress`` hears of each step as it starts."""
     import torch
 
+    progress(0.05, "recording the environment")
     env = environment(device, params.deterministic)
+    progress(0.15, "run 1 and run 2")
     with torch.no_grad():
         w, x = build(params, device)
         ref = forward(w, x)
@@ -293,6 +188,7 @@ def compare(params: Params, device: str) -> Trial:
         + f"; fingerprint {digest}. Compare this fingerprint before and after an update."
     ]
     i = params.test_case
+    progress(0.3, "batch invariance")
     with torch.no_grad():
         alone = forward(w, x[i : i + 1])
     batch_equal = torch.equal(alone[0], ref[i])
@@ -308,6 +204,7 @@ def compare(params: Params, device: str) -> Trial:
         + "."
     )
     threads_equal, threads_diff = _threads_comparison(w, x, ref, device, findings)
+    progress(0.5, "fp32 vs low-precision weights")
     low = _low_precision(params, w, x, ref)
     comparisons = low.comparisons
     for c in comparisons:
@@ -425,22 +322,3 @@ def _low_precision(params: Params, w: Weights, x: torch.Tensor, ref: torch.Tenso
             for c in range(min(params.classes, TEST_CASE_LOGITS_SHOWN))
         ]
     return low
-
-
-LAB = Lab(
-    id="reproducibility",
-    title="Reproducibility: same input, different result?",
-    summary="Run a seeded MLP twice, alone and in a batch, on one thread and many, and with int8 "
-    "and fp8 weights: see which comparisons are bitwise equal, which differ and by how much, and "
-    "what a bug report must record.",
-    needs_gpu=NeedsGPU.no,
-    params=Params,
-    run=run,
-    time_limit_s=60.0,
-    memory_limit_mb=1024,
-    numeric_outputs=(
-        ("int8_top1_agreement", "fraction"),
-        ("int8_max_abs_diff", "logits"),
-        ("fp8_top1_agreement", "fraction"),
-    ),
-)
