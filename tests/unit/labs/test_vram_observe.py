@@ -156,7 +156,7 @@ def test_cpu_activations_that_fall_with_the_batch_are_not_shown() -> None:
     what a CPU run can and cannot measure."""
     from types import SimpleNamespace
 
-    from labs.presenters.headlines import vram_observe as headline
+    from labs.vram_observe import headline
 
     def rows(peaks: list[int]) -> list[Any]:
         return [

@@ -1,22 +1,6 @@
-"""Lab ``vram-observe``: watch real memory while a real workload runs.
-
-A small transformer block stack (or a chain of matmuls) runs forward at
-several batch sizes and in several dtypes. On a CUDA device the lab records
-what ``torch.cuda`` says (allocated, reserved, peak), what the driver says
-(``cudaMemGetInfo``; NVML utilization through pynvml or ``nvidia-smi``), and
-then doubles the batch until the allocator raises ``OutOfMemoryError`` under a
-cap — the out-of-memory point, narrowed by bisection. Then it compares with
-the rule ``memory-budget`` uses (weights = parameters × bytes, plus a fixed
-runtime allowance) and names the gap: CUDA context, allocator cache, cuBLAS
-workspace, activations.
-
-On a CPU there is no VRAM: the lab measures this process's resident memory
-(RSS, from ``/proc/self/status``) and says so in its result. It does not look
-for an out-of-memory point there (the kernel kills a process, it does not
-raise), but it projects one from the measured slope.
-
-Units: bytes; MiB = 2^20 bytes; GB = 1e9 bytes.
-"""
+"""vram-observe's measurements: the device, the batches, the out-of-memory search.
+Torch is imported inside the functions; the parameters and result are
+``labs.vram.models``."""
 
 from __future__ import annotations
 
@@ -26,10 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from labs import memory
-from labs.base import Context, Lab, NeedsGPU
+from labs.base import Context
 from labs.hardware.host_memory import reset_peak_rss, rss_bytes, trim_heap
-from labs.presenters import headlines
-from labs.presenters.vram_observe import present
 from labs.vram.models import (  # noqa: F401 - the lab's models and limits, by its name
     CPU_WARMUP_SIZE,
     MIB,
@@ -145,9 +127,7 @@ def run(params: Params, ctx: Context) -> Result:
     finally:
         if dev.restore_fraction is not None:
             torch.cuda.set_per_process_memory_fraction(dev.restore_fraction)
-    result = _result(params, dev, rows, summaries, notes)
-    present(result, params, ctx)
-    return result
+    return _result(params, dev, rows, summaries, notes)
 
 
 def measure_dtype(
@@ -347,25 +327,3 @@ def memory_gap(
             "except the weights",
         ),
     ], context
-
-
-LAB = Lab(
-    id="vram-observe",
-    title="Observe VRAM: allocated, reserved, peak and the OOM point",
-    summary="Run a small transformer stack at several batch sizes and dtypes, read what torch.cuda "
-    "and the driver report, find the batch that runs out of memory, and compare with the "
-    "memory-budget estimate to name the gap (CUDA context, allocator cache, workspace). On a CPU "
-    "it measures process RSS and says so.",
-    needs_gpu=NeedsGPU.preferred,
-    params=Params,
-    run=run,
-    time_limit_s=TIME_LIMIT_S,
-    memory_limit_mb=4096,
-    numeric_outputs=(
-        ("weights_mib", "MiB"),
-        ("activation_mib_per_sequence", "MiB"),
-        ("largest_batch", "sequences"),
-        ("cuda_context_mib", "MiB"),
-    ),
-    headline=headlines.vram_observe,
-)

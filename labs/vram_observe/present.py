@@ -1,17 +1,18 @@
-"""vram-observe's presenter: the result as tables, metrics, one figure and log lines."""
+"""vram-observe's page: the result as tables, metrics, one figure and log lines."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Context
+from labs.headline import Tile, readable, tile
 from labs.vram.models import MIB, DtypeSummary, Params, Result
 
 
 def present(result: Result, params: Params, ctx: Context) -> None:
     """Emit the run's events from its result, in the order the run page shows them."""
     cuda = result.device == "cuda"
-    ctx.progress(0.9, "reporting")
     columns, table = _measurement_rows(result)
     what = "VRAM" if cuda else "process RSS, not VRAM"
     ctx.table(f"Measurements on {result.device_name} ({what})", columns, table)
@@ -55,7 +56,6 @@ def present(result: Result, params: Params, ctx: Context) -> None:
     _plot(result, params, ctx)
     for note in result.notes:
         ctx.log(note)
-    ctx.progress(1.0, "done")
 
 
 def _measurement_rows(result: Result) -> tuple[list[str], list[list[Any]]]:
@@ -162,6 +162,7 @@ def _plot(result: Result, params: Params, ctx: Context) -> None:
             "series": {k: {"batch": v[0], "mib": v[1]} for k, v in series.items()},
             "cap_mib": cap_mib,
         },
+        id="peak",
     )
 
 
@@ -182,3 +183,49 @@ def _change_text(a: DtypeSummary, b: DtypeSummary) -> str:
 
 def _mib(n: float | None) -> float | None:
     return None if n is None else round(n / MIB, 2)
+
+
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """What was measured (VRAM, or host RSS on a CPU) first, then weights, activations
+    per sequence and, on CUDA, the largest batch and the CUDA context."""
+    cpu = r["device"] == "cpu"
+    first = r["summaries"][0]
+    acts = r["activation_mib_per_sequence"]
+    tiles = [
+        tile(
+            "Measured",
+            "host RSS, not VRAM" if cpu else "VRAM",
+            key="measured",
+            means="a CPU run: no GPU memory, allocator cache, CUDA context or OOM point"
+            if cpu
+            else r["device_name"],
+            tone="warn" if cpu else "",
+        ),
+        tile(
+            f"Weights measured ({first['dtype']})",
+            r["weights_mib"],
+            "MiB",
+            key="weights_mib",
+            means=f"rule of thumb: {readable(first['weights_estimate_bytes'] / 2**20)} MiB",
+        ),
+        tile(
+            f"Activations per sequence ({first['dtype']})",
+            acts if acts is not None else "not measurable here",
+            "MiB" if acts is not None else "",
+            key="activation_mib_per_sequence",
+            means="slope of the peak against the batch",
+            tone="" if acts is not None else "warn",
+        ),
+    ]
+    if not cpu:
+        tiles += [
+            tile("Largest batch that fit", r["largest_batch"], key="largest_batch"),
+            tile(
+                "CUDA context",
+                r["cuda_context_mib"],
+                "MiB",
+                key="cuda_context_mib",
+                means="outside PyTorch's allocator; nvidia-smi counts it",
+            ),
+        ]
+    return tiles
