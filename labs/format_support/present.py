@@ -1,23 +1,20 @@
-"""format-support's presenter: every GPU's path side by side, the thresholds with their
+"""format-support's page: every GPU's path side by side, the thresholds with their
 sources, the bytes and speed bounds, and the verdict in words."""
 
 from __future__ import annotations
 
 from labs.base import Context
 from labs.format_rules import PATH_MEANING, RULES
-from labs.format_support import Result
+from labs.format_support.compute import Assessment, Params, Result
 from labs.models import get_model
 
 
-def present(result: Result, detection_log: list[str], ctx: Context) -> None:
+def present(assessment: Assessment, params: Params, ctx: Context) -> None:
     """Emit the run's events, in the order the run page shows them."""
-    r = result
-    ctx.progress(0.05, "choosing the GPU")
-    for line in detection_log:
+    r = assessment.result
+    for line in assessment.detection_log:
         ctx.log(line)
-    ctx.progress(0.3, "looking up the kernel path")
     _tables(r, ctx)
-    ctx.progress(0.6, "bytes per parameter")
     ctx.metric("file_bits_per_param", r.file_bits_per_param, "bits", "stored bits per parameter")
     ctx.metric(
         "resident_bits_per_param",
@@ -46,7 +43,6 @@ def present(result: Result, detection_log: list[str], ctx: Context) -> None:
     ctx.log(f"Memory: {r.memory}")
     for note in r.notes:
         ctx.log(note)
-    ctx.progress(1.0, "done")
 
 
 def _tables(r: Result, ctx: Context) -> None:
@@ -115,4 +111,5 @@ def _plot(r: Result, ctx: Context) -> None:
             value_label="tokens/s (peak bandwidth ÷ weight bytes)",
         ),
         {"labels": labels, "tokens_per_s": values},
+        id="decode-bound",
     )

@@ -1,17 +1,5 @@
-"""Lab ``format-support``: which kernel path a checkpoint format takes on a GPU.
-
-The same file can run three different ways on two GPUs: the tensor cores read
-its type directly (*native*), a kernel keeps it compact in memory and widens it
-to 16 bits in registers before a 16-bit matmul (*emulated*, weight-only
-dequantization), or it must be converted to a wider type when loaded
-(*upcast*, the memory saving is lost) — or no common engine runs it at all
-(*unsupported*: only an offline conversion to a type the GPU has).
-
-The decision is a table of compute-capability thresholds (``RULES``, in
-``labs.format_rules``), each row citing its source. It needs only the capability,
-so it also covers a GPU that is not in ``labs.gpus`` (``gpu="auto"`` reads the
-worker's own card with ``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
-"""
+"""format-support's assessment: the GPU (chosen or read from the worker), the path
+the format takes on it, its bytes and its speed bounds. Imports no torch."""
 
 from __future__ import annotations
 
@@ -21,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from labs import memory
-from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.base import Context, LabParams, LabResult
 from labs.format_rules import (  # noqa: F401 - the rules are part of this lab's API
     FORMATS,
     PATH_MEANING,
@@ -343,13 +331,19 @@ def _target(params: Params, log: list[str]) -> _Target:
     return _Target(f"worker: {detected.name}", detected.name, detected.sm, None, detail, note)
 
 
-def run(params: Params, ctx: Context) -> Result:
-    from labs.presenters.format_support import present
+@dataclass(frozen=True)
+class Assessment:
+    """The result, and the log of how the worker's GPU was found (shown, not stored)."""
 
+    result: Result
+    detection_log: list[str]
+
+
+def run(params: Params, ctx: Context) -> Assessment:
+    ctx.progress(0.05, "choosing the GPU")
     detection_log: list[str] = []
     result = assess(params, detection_log)
-    present(result, detection_log, ctx)
-    return result
+    return Assessment(result, detection_log)
 
 
 def assess(params: Params, detection_log: list[str]) -> Result:
@@ -456,22 +450,3 @@ def _verdict(
             f"{memory.gb(file_bytes):.2f} GB."
         )
     return verdict
-
-
-LAB = Lab(
-    id="format-support",
-    title="Format support: native, emulated or upcast on your GPU",
-    summary="For a checkpoint format and a GPU, whether the tensor cores run it natively, a kernel "
-    "widens it on the fly, or it must be converted when loaded — and what that does to memory "
-    "and decode speed, with every GPU side by side and each threshold cited.",
-    needs_gpu=NeedsGPU.no,
-    params=Params,
-    run=run,
-    time_limit_s=30.0,
-    memory_limit_mb=512,
-    numeric_outputs=(
-        ("resident_bits_per_param", "bits"),
-        ("decode_bytes_ratio", "× bf16"),
-        ("weights_resident_gb", "GB"),
-    ),
-)
