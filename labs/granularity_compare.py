@@ -14,14 +14,15 @@ damage, at the price of more scales.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.error_split import ErrorSplit
-from labs.presenters import headlines
+from labs.headline import Tile, readable, tile
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -450,6 +451,51 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
     )
 
 
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """SQNR per tensor and per block 32, what the block's scales cost, the best choice
+    per stored bit, and how much of the per-tensor error is clipping."""
+    rows = {row["granularity"]: row for row in r["rows"]}
+    tensor = rows["tensor"]["error"]
+    share = tensor["clipping_mse"] / tensor["mse"] if tensor["mse"] > 0 else 0.0
+    return [
+        tile(
+            "SQNR, one scale per tensor",
+            r["sqnr_db_tensor"],
+            "dB",
+            key="sqnr_db_tensor",
+            means="the largest |value| sets the step of every value",
+        ),
+        tile(
+            "SQNR, one scale per 32 values",
+            r["sqnr_db_block_32"],
+            "dB",
+            key="sqnr_db_block_32",
+            means=f"+{readable(r['sqnr_gain_db_block_32'])} dB over per tensor",
+        ),
+        tile(
+            "Bits per value, block 32",
+            r["bits_per_value_block_32"],
+            "bits",
+            key="bits_per_value_block_32",
+            means=f"scales cost {readable(r['scale_overhead_bytes_block_32'] / 1024)} KiB here",
+        ),
+        tile(
+            "Best SQNR per stored bit",
+            r["best_by_sqnr_per_bit"],
+            key="best_by_sqnr_per_bit",
+            means=f"best SQNR outright: {r['best_by_sqnr']}",
+        ),
+        tile(
+            "Clipping share, per tensor",
+            share * 100,
+            "%",
+            key="rows.0.error.clipping_mse",
+            means=f"rounding MSE {readable(tensor['rounding_mse'])}, "
+            f"clipping MSE {readable(tensor['clipping_mse'])}",
+        ),
+    ]
+
+
 LAB = Lab(
     id="granularity-compare",
     title="Scale granularity: per tensor, per channel, per block",
@@ -468,5 +514,5 @@ LAB = Lab(
         ("scale_overhead_bytes_block_32", "bytes"),
         ("bits_per_value_block_32", "bits"),
     ),
-    headline=headlines.granularity_compare,
+    headline=headline,
 )

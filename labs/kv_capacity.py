@@ -19,14 +19,16 @@ needs exceeds the requests the cache can hold, requests wait for blocks.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from labs import memory
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.gpus import GPU, get_gpu
+from labs.headline import Tile, readable, tile
 from labs.memory import (
     CapacityBasis,
     KvDtype,
@@ -38,7 +40,6 @@ from labs.memory import (
     gib,
 )
 from labs.models import ModelConfig, get_model
-from labs.presenters import headlines
 
 # vLLM's default share of device memory for weights + activations + KV cache.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -447,6 +448,39 @@ def _steady_state(p: Params, model: ModelConfig, gpu: GPU, capacity: int) -> tup
     return occupancy, step
 
 
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """KV bytes per token, the pool, requests at once (and with fp8 KV), queueing."""
+    return [
+        tile("KV cache per token", r["kv_bytes_per_token"], "bytes", key="kv_bytes_per_token"),
+        tile(
+            "KV pool per GPU",
+            r["pool_gb_per_gpu"],
+            "GB",
+            key="pool_gb_per_gpu",
+            means=f"{r['total_blocks']:,} blocks of {r['block_bytes'] // 1024:,} KiB",
+        ),
+        tile(
+            "Requests at once",
+            r["max_concurrent_requests"],
+            key="max_concurrent_requests",
+            means=f"{r['max_concurrent_without_sharing']:,} without prefix sharing",
+        ),
+        tile(
+            "…with fp8 KV",
+            r["fp8_max_concurrent_requests"],
+            key="fp8_max_concurrent_requests",
+            means=f"{readable(r['fp8_concurrency_gain'])}× as many",
+        ),
+        tile(
+            "Requests wait?",
+            "yes" if r["requests_wait"] else "no",
+            key="requests_wait",
+            means=f"the load needs {readable(r['occupancy_needed'])} in service at once",
+            tone="warn" if r["requests_wait"] else "",
+        ),
+    ]
+
+
 LAB = Lab(
     id="kv-capacity",
     title="KV cache capacity: blocks, concurrent requests and waiting",
@@ -464,5 +498,5 @@ LAB = Lab(
         ("max_concurrent_requests", "requests"),
         ("fp8_max_concurrent_requests", "requests"),
     ),
-    headline=headlines.kv_capacity,
+    headline=headline,
 )

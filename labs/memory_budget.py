@@ -7,11 +7,15 @@ against the card's capacity. Accounting rules: ``labs.memory``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from labs import memory
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.gpus import get_gpu
+from labs.headline import Tile, readable, tile
 from labs.memory import (
     CapacityBasis,
     ContextTokens,
@@ -23,7 +27,6 @@ from labs.memory import (
     gib,
 )
 from labs.models import TPRule, get_model, param_counts, tensor_groups
-from labs.presenters import headlines
 
 MAX_BATCH = 4096
 
@@ -331,6 +334,54 @@ def _notes(
     return notes
 
 
+def _fit_tone(headroom: float) -> str:
+    return "warn" if headroom < 0 else ""
+
+
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """Weights, what one GPU needs against what it has, headroom, and the TP that fits."""
+    tp = r["tensor_parallel"]
+    fits = "fits" if r["fits"] else "does not fit"
+    return [
+        tile(
+            "Weights",
+            r["weights_gb"],
+            "GB",
+            key="weights_gb",
+            means=f"{r['param_count'] / 1e9:.1f} B parameters in {r['weight_format']}",
+        ),
+        tile(
+            "Needed per GPU",
+            r["total_gb_per_gpu"],
+            "GB",
+            key="total_gb_per_gpu",
+            means=f"weights, KV cache and overhead at TP {tp}",
+        ),
+        tile(
+            "Headroom per GPU",
+            r["headroom_gb_per_gpu"],
+            "GB",
+            key="headroom_gb_per_gpu",
+            means=f"{fits} in {readable(r['gpu_capacity_gb'])} GB ({r['gpu']})",
+            tone=_fit_tone(r["headroom_gb_per_gpu"]),
+        ),
+        tile(
+            "KV cache per token",
+            r["kv_bytes_per_token"],
+            "bytes",
+            key="kv_bytes_per_token",
+            means=f"every layer's K and V in {r['kv_dtype']}",
+        ),
+        tile(
+            "Smallest TP that fits",
+            r["min_tensor_parallel"],
+            "GPUs",
+            key="min_tensor_parallel",
+            means="tensor-parallel GPUs sharing the weights",
+        ),
+    ]
+
+
 LAB = Lab(
     id="memory-budget",
     title="Memory budget: weights, KV cache and overhead per GPU",
@@ -348,5 +399,5 @@ LAB = Lab(
         ("headroom_gb_per_gpu", "GB"),
         ("min_tensor_parallel", "GPUs"),
     ),
-    headline=headlines.memory_budget,
+    headline=headline,
 )

@@ -28,14 +28,16 @@ What is counted, per component (bytes, GB = 1e9 B):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from labs import memory
 from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.gpus import GPU, get_gpu
+from labs.headline import Tile, readable, tile
 from labs.memory import (
     BITS_PER_BYTE,
     NF4_BLOCK,
@@ -48,7 +50,6 @@ from labs.memory import (
     gib,
 )
 from labs.models import ModelConfig, get_model, linear_shapes, tensor_groups
-from labs.presenters import headlines
 
 NF4_BITS = 4
 DQ_ABSMAX_BYTES = 1  # double quantization: absmax stored as 8-bit codes
@@ -471,6 +472,45 @@ def _notes(p: Params, model: ModelConfig, gpu: GPU) -> list[str]:
     return notes
 
 
+def _fit_tone(headroom: float) -> str:
+    return "warn" if headroom < 0 else ""
+
+
+def headline(r: Mapping[str, Any]) -> list[Tile]:
+    """What trains, what the frozen base costs, the total against the GPU, micro-batch."""
+    return [
+        tile(
+            "Trainable parameters",
+            r["trainable_params"],
+            key="trainable_params",
+            means=f"{readable(r['trainable_percent'])} % of the model (LoRA adapters)",
+        ),
+        tile(
+            "Base weights",
+            r["base_weights_gb"],
+            "GB",
+            key="base_weights_gb",
+            means=f"{readable(r['base_bits_per_quantized_param'])} bits per quantized weight",
+        ),
+        tile(
+            "Total needed",
+            r["total_gb"],
+            "GB",
+            key="total_gb",
+            means=f"of {readable(r['gpu_capacity_gb'])} GB on the {r['gpu']}",
+        ),
+        tile(
+            "Headroom",
+            r["headroom_gb"],
+            "GB",
+            key="headroom_gb",
+            means=r["verdict"],
+            tone=_fit_tone(r["headroom_gb"]),
+        ),
+        tile("Largest micro-batch (sequences)", r["max_micro_batch"], key="max_micro_batch"),
+    ]
+
+
 LAB = Lab(
     id="qlora-budget",
     title="QLoRA budget: fine-tune a 4-bit model on one GPU",
@@ -488,5 +528,5 @@ LAB = Lab(
         ("headroom_gb", "GB"),
         ("max_micro_batch", "sequences"),
     ),
-    headline=headlines.qlora_budget,
+    headline=headline,
 )
