@@ -185,7 +185,7 @@ def actuals(run: Run | None) -> list[tuple[str, str]]:
     lab = get_lab(run.lab_id)
     if lab is None:
         return []
-    from labs.presenters.intervals import pm
+    from labs.lm.interval_text import pm
 
     out = []
     for c in lab.choice_outputs:

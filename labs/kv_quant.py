@@ -14,9 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.lm import report as model_labs
 from labs.lm import spec
 from labs.lm.session import ModelParams, field_error
-from labs.presenters import model_labs
 
 Granularity = Literal["per-tensor", "per-head", "per-token", "kivi"]
 POSITION_BINS = 8

@@ -10,54 +10,15 @@ table and both models' greedy continuation of a fixed prompt.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.lm import report as model_labs
 from labs.lm import spec
-from labs.lm.session import ModelParams, field_error
-from labs.presenters import model_labs
+from labs.lm.session import WeightParams, field_error
 
-Tensors = Literal["all", "attention", "mlp"]
 MAX_KEEP = 64
 SAMPLE_TOKENS = 24
-
-
-class WeightParams(ModelParams):
-    """Which weights are quantized, and to what (shared with tensor-sensitivity)."""
-
-    format: spec.FormatKey = Field(default="q4_0", description="The weights' format")
-    granularity: spec.Granularity = Field(
-        default="default",
-        description="For int8/int4/fp8: tensor, channel or a block size (e.g. 128); "
-        "default keeps the format's own",
-    )
-    tensors: Tensors = Field(
-        default="all",
-        title="Which weights",
-        description="Which decoder linear layers: all, attention or mlp",
-    )
-
-    @model_validator(mode="after")
-    def _check_format(self) -> WeightParams:
-        where = "format" if self.granularity == "default" else "granularity"
-        if isinstance(self.granularity, int) and self.granularity < 1:
-            raise field_error(self, where, "granularity as a block size must be at least 1")
-        try:
-            spec.format_options(self.format, self.granularity)  # raises for a bad pair
-        except ValueError as e:
-            raise field_error(self, where, str(e)) from None
-        s = self.model_spec()
-        problem = spec.block_problem(
-            s,
-            s.linear_names(self.tensors),
-            self.format,
-            spec.block_of(self.format, self.granularity),
-        )
-        if problem:
-            raise field_error(self, where, problem)
-        return self
 
 
 class ModelQualityParams(WeightParams):

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import ChoiceOutput, Context, Lab, LabResult, NeedsGPU
+from labs.lm import algorithms_report as verdict
 from labs.lm import spec
-from labs.lm.session import field_error
-from labs.model_quality import WeightParams
-from labs.presenters import quant_algorithms as verdict
+from labs.lm.session import WeightParams, field_error
 
 if TYPE_CHECKING:
     import torch

@@ -15,10 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import ChoiceOutput, Context, Lab, LabResult, NeedsGPU
+from labs.lm import report as model_labs
 from labs.lm import spec
-from labs.lm.session import field_error
-from labs.model_quality import WeightParams
-from labs.presenters import model_labs
+from labs.lm.session import WeightParams, field_error
 
 Unit = Literal["tensor", "kind", "layer"]
 MAX_UNIFORM = 6

@@ -231,8 +231,8 @@ def paired_noise(a: Run, b: Run) -> str:
     """For two model-lab runs on the same held-out windows: B − A of the KL with its 95 %
     interval, paired window by window, and whether it is inside the noise ("" when the
     runs cannot be paired)."""
+    from labs.lm.interval_text import noise_phrase, pm
     from labs.lm.intervals import paired_difference
-    from labs.presenters.intervals import noise_phrase, pm
 
     wa, wb = (a.result or {}).get("window_kl"), (b.result or {}).get("window_kl")
     same = all((a.params or {}).get(k) == (b.params or {}).get(k) for k in SAME_WINDOWS)

@@ -12,7 +12,7 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -101,6 +101,45 @@ class ModelParams(LabParams):
             return spec.load_spec(self.model)
         except models.ModelError as e:
             raise ValueError(str(e)) from e
+
+
+Tensors = Literal["all", "attention", "mlp"]
+
+
+class WeightParams(ModelParams):
+    """Which weights are quantized, and to what (model-quality, tensor-sensitivity and quant-algorithms share them)."""
+
+    format: spec.FormatKey = Field(default="q4_0", description="The weights' format")
+    granularity: spec.Granularity = Field(
+        default="default",
+        description="For int8/int4/fp8: tensor, channel or a block size (e.g. 128); "
+        "default keeps the format's own",
+    )
+    tensors: Tensors = Field(
+        default="all",
+        title="Which weights",
+        description="Which decoder linear layers: all, attention or mlp",
+    )
+
+    @model_validator(mode="after")
+    def _check_format(self) -> WeightParams:
+        where = "format" if self.granularity == "default" else "granularity"
+        if isinstance(self.granularity, int) and self.granularity < 1:
+            raise field_error(self, where, "granularity as a block size must be at least 1")
+        try:
+            spec.format_options(self.format, self.granularity)  # raises for a bad pair
+        except ValueError as e:
+            raise field_error(self, where, str(e)) from None
+        s = self.model_spec()
+        problem = spec.block_problem(
+            s,
+            s.linear_names(self.tensors),
+            self.format,
+            spec.block_of(self.format, self.granularity),
+        )
+        if problem:
+            raise field_error(self, where, problem)
+        return self
 
 
 @dataclass

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import pkgutil
 import platform
 
 # Imported once in the parent so no run pays for them.
@@ -50,7 +49,7 @@ def preload() -> dict[str, str]:
 
     matplotlib.use("Agg")
     failed: dict[str, str] = {}
-    for name in (*PRELOAD, *_presenters()):
+    for name in (*PRELOAD, *_lab_modules()):
         try:
             importlib.import_module(name)
         except Exception as e:  # a missing optional module must not stop the worker
@@ -78,12 +77,12 @@ def preload() -> dict[str, str]:
     return failed
 
 
-def _presenters() -> list[str]:
-    """The labs' presenters (a lab imports its own inside ``run``, so that importing a
-    lab stays light): each would otherwise be imported again by every child."""
-    import labs.presenters
+def _lab_modules() -> list[str]:
+    """The registered labs (each imports its own ``present``): each would otherwise be
+    imported again by every child."""
+    from labs.registry import LAB_MODULES
 
-    return [f"labs.presenters.{m.name}" for m in pkgutil.iter_modules(labs.presenters.__path__)]
+    return list(LAB_MODULES)
 
 
 def warm_charts() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from labs.base import Concept
 from labs.headline import Tile, readable, tile
-from labs.presenters.intervals import interval_tile, noise_phrase, pm, relative
+from labs.lm.interval_text import interval_tile, noise_phrase, pm, relative
 
 Result = Mapping[str, Any]
 # What AWQ exploits: in billion-parameter LLMs a few input channels are ~100× the median

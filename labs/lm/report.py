@@ -13,7 +13,7 @@ from typing import Any
 
 from labs.base import Concept
 from labs.headline import Tile, readable, readable_bytes, tile
-from labs.presenters.intervals import interval_tile, noise_words, pm, relative
+from labs.lm.interval_text import interval_tile, noise_words, pm, relative
 
 Result = Mapping[str, Any]
 # bits per weight of the comparison format in model-quality's review question
