@@ -122,12 +122,8 @@ def run(params: KVQuantParams, ctx: Context) -> KVQuantResult:
         tot = session.score(ev, ctx, 0.45, 0.5, f"KV cache in {params.kv_format}")
     q = session.quality(tot, ev.base)
     bins, trend = _position_bins(tot)
-    _present(ctx, params, bins)
     bits = 8 * setting.nbytes / max(1, setting.numel)
     tokens = tot.windows * params.context
-    ctx.metric("kl_divergence", q["kl_divergence"], "nats", "KL vs full-precision cache")
-    ctx.metric("kv_bits_per_value", bits, "bits", "bits per cached value")
-    ctx.progress(1.0, "done")
     result = KVQuantResult(
         model=params.model,
         kv_format=params.kv_format,
@@ -180,8 +176,11 @@ def _position_bins(tot: Any) -> tuple[list[PositionBin], dict[str, float | int |
     return bins, paired_difference(means[-1], means[0]).as_dict()
 
 
-def _present(ctx: Context, params: KVQuantParams, bins: list[PositionBin]) -> None:
+def present(r: KVQuantResult, params: KVQuantParams, ctx: Context) -> None:
+    """KL by position (figure and table), then the KL and the cache's bits per value."""
     from labs.model_charts import band_line
+
+    bins = r.kl_by_position
 
     ctx.plot(
         "KL divergence by position",
@@ -195,12 +194,15 @@ def _present(ctx: Context, params: KVQuantParams, bins: list[PositionBin]) -> No
             y_label="KL, nats per token",
         ),
         {"bins": [b.model_dump() for b in bins]},
+        id="kl-by-position",
     )
     ctx.table(
         "KL divergence by position in the window",
         ["positions", "KL nats/token", "95 % interval"],
         [[f"{b.start}–{b.stop}", b.kl_divergence, _span(b.kl_interval)] for b in bins],
     )
+    ctx.metric("kl_divergence", r.kl_divergence, "nats", "KL vs full-precision cache")
+    ctx.metric("kv_bits_per_value", r.kv_bits_per_value, "bits", "bits per cached value")
 
 
 def _span(iv: list[float]) -> str:
@@ -218,6 +220,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.preferred,
     params=KVQuantParams,
     run=run,
+    present=present,
     time_limit_s=300.0,
     memory_limit_mb=4096,
     numeric_outputs=(

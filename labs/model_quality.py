@@ -125,24 +125,7 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
     weight_bytes = sum(r.nbytes for r in reports)
     baseline_bytes = sum(r.baseline_nbytes for r in reports)
     q = session.quality(tot, ev.base)
-    ctx.metric("baseline_perplexity", ev.base.perplexity(), "", "baseline perplexity")
-    ctx.metric("perplexity", q["perplexity"], "", f"perplexity, {fmt_label}")
-    ctx.metric("kl_divergence", q["kl_divergence"], "nats", "KL vs unquantized")
-    ctx.metric("top1_agreement", 100 * q["top1_agreement"], "%", "top-1 agreement")
-    ctx.metric("bits_per_weight", 8 * weight_bytes / numel, "bits", "bits per weight")
-    ctx.table(
-        f"decoder weights in {fmt_label}",
-        ["tensor", "shape", "bits", "SQNR dB"],
-        [[r.name, "×".join(map(str, r.shape)), r.bits, r.sqnr_db] for r in rows],
-    )
-    _plot_sqnr(ctx, rows, fmt_label)
     prompt = card.SAMPLE_PROMPT
-    ctx.table(
-        "greedy continuation",
-        ["model", "text"],
-        [["baseline", prompt + base_sample], [fmt_label, prompt + q_sample]],
-    )
-    ctx.progress(1.0, "done")
     result = ModelQualityResult(
         model=params.model,
         format=fmt_label,
@@ -174,6 +157,30 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
     )
     result.finding = model_labs.model_quality_finding(result.model_dump())
     return result
+
+
+def present(r: ModelQualityResult, params: ModelQualityParams, ctx: Context) -> None:
+    """The metrics, the table of weights, SQNR by kind of weight and both continuations."""
+    ctx.metric("baseline_perplexity", r.baseline_perplexity, "", "baseline perplexity")
+    ctx.metric("perplexity", r.perplexity, "", f"perplexity, {r.format}")
+    ctx.metric("kl_divergence", r.kl_divergence, "nats", "KL vs unquantized")
+    ctx.metric("top1_agreement", 100 * r.top1_agreement, "%", "top-1 agreement")
+    ctx.metric("bits_per_weight", r.bits_per_weight, "bits", "bits per weight")
+    ctx.table(
+        f"decoder weights in {r.format}",
+        ["tensor", "shape", "bits", "SQNR dB"],
+        [[t.name, "×".join(map(str, t.shape)), t.bits, t.sqnr_db] for t in r.tensor_table],
+    )
+    _plot_sqnr(ctx, r.tensor_table, r.format)
+    sample = r.sample
+    ctx.table(
+        "greedy continuation",
+        ["model", "text"],
+        [
+            ["baseline", sample.prompt + sample.baseline],
+            [r.format, sample.prompt + sample.quantized],
+        ],
+    )
 
 
 def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
@@ -211,6 +218,7 @@ def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
             "high": [max(v) for v in by_kind.values()],
             "x_label": "SQNR, dB (whiskers: lowest and highest layer)",
         },
+        id="sqnr",
     )
 
 
@@ -223,6 +231,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.preferred,
     params=ModelQualityParams,
     run=run,
+    present=present,
     time_limit_s=300.0,
     memory_limit_mb=4096,
     numeric_outputs=(

@@ -143,6 +143,7 @@ def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) 
             highlight=ranking[0].unit if ranking else None,
         ),
         {"units": [r.unit for r in ranking], "kl": [r.kl_divergence for r in ranking]},
+        id="ranking",
     )
     ctx.table(
         title,
@@ -186,6 +187,7 @@ def _present_points(ctx: Context, uniform: list[Point], mixed: Point, base: Poin
             line=(base.label, uniform[0].label) if uniform else None,
         ),
         {"points": [p.model_dump() for p in points]},
+        id="size-vs-kl",
     )
     ctx.metric("mixed_kl_divergence", mixed.kl_divergence, "nats", "mixed recipe: KL")
     ctx.metric("base_kl_divergence", base.kl_divergence, "nats", f"{base.label}: KL")
@@ -261,9 +263,6 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
         return 0.1 + 0.88 * (done - 1) / n_evals, 0.88 / n_evals
 
     ranking, totals = _rank(ev, ctx, params, editor, quantized, groups, progress)
-    _present_ranking(
-        ctx, ranking, f"sensitivity: one {params.unit} at a time in {fmt_label}", fmt_label
-    )
     top = ranking[0].unit
     ties = [r.unit for r in ranking if compare(totals[r.unit], totals[top], "kl").inside_noise]
 
@@ -300,8 +299,6 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
     base = point(f"all {fmt_label}", {n: (params.format, options) for n in names})
     formats = list(dict.fromkeys([params.high_format, *params.uniform]))
     uniform = [point(f"all {f}", {n: (f, {}) for n in names}) for f in formats]
-    _present_points(ctx, uniform, mixed, base)
-    ctx.progress(1.0, "done")
     result = TensorSensitivityResult(
         model=params.model,
         format=fmt_label,
@@ -325,6 +322,13 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
     return result
 
 
+def present(r: TensorSensitivityResult, params: TensorSensitivityParams, ctx: Context) -> None:
+    """The ranking (figure and table), then size against KL and its metrics."""
+    title = f"sensitivity: one {r.unit} at a time in {r.format}"
+    _present_ranking(ctx, r.ranking, title, r.format)
+    _present_points(ctx, r.uniform, r.mixed, r.base)
+
+
 LAB = Lab(
     id="tensor-sensitivity",
     title="Which tensors need more bits?",
@@ -334,6 +338,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.preferred,
     params=TensorSensitivityParams,
     run=run,
+    present=present,
     time_limit_s=600.0,
     memory_limit_mb=4096,
     headline=model_labs.tensor_sensitivity,

@@ -1,4 +1,5 @@
-"""quant-algorithms' verdict: the tiles (the winner, each method's held-out KL with its
+"""quant-algorithms' page: each method's held-out KL, the calibration vs held-out
+table and the bars; its verdict: the tiles (the winner, each method's held-out KL with its
 interval, the activation statistic AWQ depends on), three sentences computed from the
 result and the concept a wrong guess comes back as. Reads the stored result; no torch."""
 
@@ -7,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from labs.base import Concept
+from labs.base import Concept, Context
 from labs.headline import Tile, readable, tile
 from labs.lm.interval_text import interval_tile, noise_phrase, pm, relative
+from labs.quant_algorithms.model import QuantAlgorithmsParams, QuantAlgorithmsResult
 
 Result = Mapping[str, Any]
 # What AWQ exploits: in billion-parameter LLMs a few input channels are ~100× the median
@@ -157,4 +159,46 @@ def quant_algorithms_concept(r: Result, metric: str) -> Concept | None:
         "remaining columns with the inverse Hessian of the layer inputs, so later columns "
         "absorb the error; AWQ rescales salient channels; RTN rounds each weight alone. "
         f"Your run: {_name(r['best_method'])} had the lowest held-out KL.",
+    )
+
+
+def present(r: QuantAlgorithmsResult, params: QuantAlgorithmsParams, ctx: Context) -> None:
+    """Each method's held-out KL, the calibration vs held-out table and the bars."""
+    from labs.model_charts import interval_bars
+
+    fmt_label, results, best = r.format, r.methods, r.best_method
+    for m, res in results.items():
+        ctx.metric(f"{m}_kl", res.heldout.kl_divergence, "nats", f"{m}: held-out KL")
+    methods = list(results)
+    ctx.table(
+        f"{fmt_label}: calibration vs held-out",
+        ["method", "KL calibration", "KL held-out", "ppl calibration", "ppl held-out", "seconds"],
+        [
+            [
+                m,
+                res.calibration.kl_divergence,
+                res.heldout.kl_divergence,
+                res.calibration.perplexity,
+                res.heldout.perplexity,
+                res.seconds,
+            ]
+            for m, res in results.items()
+        ],
+    )
+    ctx.plot(
+        "held-out KL by method",
+        interval_bars(
+            methods,
+            [results[m].heldout.kl_divergence for m in methods],
+            [results[m].heldout.kl_divergence_interval for m in methods],
+            title=f"{fmt_label}: KL on held-out text (lower is better)",
+            value_label="KL divergence, nats per token",
+            highlight=best,
+        ),
+        {
+            "methods": methods,
+            "calibration_kl": [results[m].calibration.kl_divergence for m in methods],
+            "heldout_kl": [results[m].heldout.kl_divergence for m in methods],
+        },
+        id="heldout-kl",
     )

@@ -1,0 +1,192 @@
+"""quant-algorithms' computation: calibrate, quantize each way, evaluate on both
+texts. Torch is imported inside the functions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from labs.base import Context
+from labs.lm import spec
+from labs.quant_algorithms.model import (
+    AWQ_GROUPS,
+    MethodResult,
+    Quality,
+    QuantAlgorithmsParams,
+    QuantAlgorithmsResult,
+)
+from labs.quant_algorithms.present import quant_algorithms_finding
+
+if TYPE_CHECKING:
+    import torch
+
+    from labs.lm.fakequant import WeightEditor
+    from labs.lm.session import Evaluation
+
+
+def _block(ev: Evaluation, prefix: str, group: tuple[str, ...]) -> Any:
+    """The module output AWQ's search preserves for ``group``: for gate/up the whole MLP
+    (SwiGLU, then the unquantized down_proj), as the reference does; else each output."""
+    if group != AWQ_GROUPS[2]:
+        return None
+    import torch.nn.functional as F
+
+    mlp = ev.model.get_submodule(prefix + "mlp")
+    down = mlp.down_proj.weight.detach().float()
+
+    def block(x: torch.Tensor, ws: list[torch.Tensor]) -> torch.Tensor:
+        return (F.silu(x @ ws[0].T) * (x @ ws[1].T)) @ down.T
+
+    return block
+
+
+def _quantize(
+    method: str,
+    ev: Evaluation,
+    cal_w: torch.Tensor,
+    names: list[str],
+    params: QuantAlgorithmsParams,
+    editor: WeightEditor,
+    ctx: Context,
+    frac: tuple[float, float],
+) -> tuple[int, dict[str, float]]:
+    """Quantize ``names`` in place with ``method``; returns stored bytes and details."""
+    from labs.lm import calibrate, fakequant
+    from labs.quant.awq import awq
+    from labs.quant.gptq import gptq, hessian
+    from labs.quant.parallel import map_chunks
+
+    options = spec.format_options(params.format, params.granularity)
+    nbytes = 0
+    detail: dict[str, float] = {}
+    if method == "rtn":
+        return sum(
+            r.nbytes for r in fakequant.quantize_model(editor, names, params.format, options)
+        ), detail
+
+    def layer(i: int, inputs: dict[str, torch.Tensor]) -> None:
+        nonlocal nbytes
+        if method == "gptq":  # a layer's linears are independent: spread over the cores
+            originals = {n: editor.original(n) for n in inputs}
+            results = map_chunks(
+                lambda n: gptq(
+                    originals[n],
+                    hessian(inputs[n]),
+                    params.format,
+                    options,
+                    damp=params.damp,
+                    act_order=params.act_order,
+                ),
+                list(inputs),
+            )
+            for n, gr in zip(inputs, results, strict=True):
+                editor.set(n, gr.weight)
+                nbytes += gr.nbytes
+            return
+        prefix = f"model.layers.{i}."
+        for group in AWQ_GROUPS:
+            members = [prefix + g for g in group if prefix + g in inputs]
+            if not members:
+                continue
+            ws = [editor.original(n) for n in members]
+            foldable = (
+                group != AWQ_GROUPS[1]
+                or editor.weight(prefix + "self_attn.v_proj").shape[0] == ws[0].shape[1]
+            )
+            ar = awq(  # GQA: 1/s cannot be folded into v_proj, so no scale (n_grid=1) there
+                ws,
+                inputs[members[0]],
+                params.format,
+                options,
+                block=_block(ev, prefix, group),
+                n_grid=20 if foldable else 1,
+                clip=[not n.endswith(("q_proj", "k_proj")) for n in members],  # as the reference
+            )
+            for n, dq, b in zip(members, ar.weights, ar.nbytes, strict=True):
+                editor.set(n, dq)
+                nbytes += b
+            detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = ar.alpha
+
+    def on_layer(k: int, n: int) -> None:
+        ctx.progress(frac[0] + frac[1] * k / n, f"{method}: layer {k}/{n}")
+
+    calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)
+    return nbytes, detail
+
+
+def _outliers(ev: Evaluation, cal_w: torch.Tensor) -> dict[str, Any]:
+    """The most unequal input channel over every layer and AWQ input point."""
+    from labs.lm.calibrate import activation_outliers
+
+    stats = activation_outliers(ev.model, cal_w, ev.batch_size, ev.device)
+    worst = max(stats, key=lambda o: o.max_over_median)
+    return {**worst.as_dict(), "top_share_max": max(o.top_share for o in stats)}
+
+
+def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
+    import time
+
+    from labs.lm import fakequant, models, session
+    from labs.lm.evaluate import compare, evaluate, windows
+
+    t0 = time.perf_counter()
+    ev = session.open_evaluation(params, ctx, 0.0, 0.1)
+    cal_ids = session.token_ids(ev.loaded, models.CALIBRATION_FILE)
+    if params.calibration_tokens > len(cal_ids):
+        raise ValueError(
+            f"calibration_tokens ({params.calibration_tokens}) is beyond the {len(cal_ids)} "
+            "tokens of the calibration text"
+        )
+    cal_w = windows(cal_ids[: params.calibration_tokens], params.context)
+    cal_base, cal_ref = evaluate(
+        ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
+    )
+    outliers = _outliers(ev, cal_w) if "awq" in params.methods else None
+    names = ev.spec.linear_names(params.tensors)
+    numel = sum(ev.model.get_submodule(n).weight.numel() for n in names)
+    fmt_label = spec.label(params.format, params.granularity)
+    editor = fakequant.WeightEditor(ev.model)
+    results: dict[str, MethodResult] = {}
+    held_totals: dict[str, Any] = {}
+    share = 0.88 / len(params.methods)
+    for k, m in enumerate(params.methods):
+        start = 0.12 + share * k
+        tq = time.perf_counter()
+        nbytes, detail = _quantize(m, ev, cal_w, names, params, editor, ctx, (start, share * 0.6))
+        seconds = time.perf_counter() - tq
+        ctx.progress(start + share * 0.6, f"{m}: evaluating")
+        held = held_totals[m] = session.score(ev)
+        cal, _ = evaluate(
+            ev.model, cal_w, reference=cal_ref, batch_size=ev.batch_size, device=ev.device
+        )
+        editor.restore()
+        results[m] = MethodResult(
+            calibration=Quality.of(cal),
+            heldout=Quality.of(held),
+            weight_bytes=nbytes,
+            bits_per_weight=8 * nbytes / numel,
+            seconds=seconds,
+            detail=detail,
+        )
+    if "rtn" in held_totals:
+        for name, r in results.items():
+            if name != "rtn":
+                r.vs_rtn = compare(held_totals[name], held_totals["rtn"], "kl").as_dict()
+    best = min(results, key=lambda m: results[m].heldout.kl_divergence)
+    ties = [m for m in results if compare(held_totals[m], held_totals[best], "kl").inside_noise]
+    result = QuantAlgorithmsResult(
+        model=params.model,
+        format=fmt_label,
+        device=ctx.device,
+        eval_tokens=params.eval_tokens,
+        calibration_tokens=params.calibration_tokens,
+        baseline_perplexity=ev.base.perplexity(),
+        baseline_calibration_perplexity=cal_base.perplexity(),
+        methods=results,
+        best_method=best,
+        best_method_ties=ties,
+        outliers=outliers,
+        finding="",
+        seconds=time.perf_counter() - t0,
+    )
+    result.finding = quant_algorithms_finding(result.model_dump())
+    return result
