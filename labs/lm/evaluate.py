@@ -18,39 +18,22 @@ comparisons of ``labs.lm.intervals`` need.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 
 from labs.lm import intervals
+from labs.lm.batches import (  # noqa: F401 - part of this module's API
+    batch_starts,
+    logprobs,
+    run_batches,
+    window_logits,
+    windows,
+)
 
 if TYPE_CHECKING:
     from labs.lm.reference import ReferenceLogits
-
-
-def windows(ids: list[int] | torch.Tensor, context: int) -> torch.Tensor:
-    """``[n_windows, context]`` int64: consecutive non-overlapping windows, partial tail dropped."""
-    t = torch.as_tensor(ids, dtype=torch.long).flatten()
-    n = t.numel() // context
-    if n == 0:
-        raise ValueError(f"{t.numel()} tokens make no full window of {context}")
-    return t[: n * context].view(n, context)
-
-
-@torch.no_grad()
-def window_logits(
-    model: Any, batch: torch.Tensor, device: str | torch.device = "cpu"
-) -> torch.Tensor:
-    """float32 logits ``[b, context-1, vocab]`` predicting tokens 2..n of each window."""
-    out = model(input_ids=batch.to(device), use_cache=False)
-    return out.logits[:, :-1, :].float()
-
-
-def logprobs(model: Any, batch: torch.Tensor, device: str | torch.device = "cpu") -> torch.Tensor:
-    """float32 log-probabilities ``[b, context-1, vocab]`` of tokens 2..n of each window."""
-    return F.log_softmax(window_logits(model, batch, device), dim=-1)
 
 
 class Totals:
@@ -167,20 +150,6 @@ def compare(a: Totals, b: Totals, metric: str) -> intervals.Difference:
     if metric not in series:
         raise ValueError(f"metric must be one of {sorted(series)}, got {metric!r}")
     return intervals.paired_difference(series[metric](a), series[metric](b))
-
-
-def batch_starts(n: int, batch_size: int) -> list[int]:
-    return list(range(0, n, batch_size))
-
-
-def run_batches(fn: Callable[[int], Any], items: Sequence[int], device: str | torch.device) -> list:
-    """``[fn(i) for i in items]``; on the CPU spread over the cores the run was given
-    (``labs.quant.parallel``: each batch on one thread, so results do not depend on it)."""
-    if str(device).startswith("cpu"):
-        from labs.quant.parallel import map_chunks
-
-        return map_chunks(fn, list(items))
-    return [fn(i) for i in items]
 
 
 def evaluate(

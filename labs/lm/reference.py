@@ -58,7 +58,7 @@ class ReferenceLogits:
         device: str | torch.device,
         budget_bytes: int | None = None,
     ) -> None:
-        from labs.lm.evaluate import batch_starts
+        from labs.lm.batches import batch_starts
 
         self.model, self.w, self.batch_size, self.device = model, w, batch_size, device
         self.starts = batch_starts(w.shape[0], batch_size)
@@ -82,7 +82,7 @@ class ReferenceLogits:
     def logp(self, group: list[int]) -> list[torch.Tensor]:
         """The log-probabilities of batches ``group``: kept, or recomputed with the model
         in its reference state (the caller's changes are back on return)."""
-        from labs.lm.evaluate import logprobs, run_batches
+        from labs.lm.batches import logprobs, run_batches
 
         missing = [bi for bi in group if bi not in self.cache]
         got: dict[int, torch.Tensor] = {}

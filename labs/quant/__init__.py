@@ -53,9 +53,8 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name == "FORMATS":
-        from labs.quant.core import registry
+        from labs.quant.formats import registry  # importing it registers every format
 
-        import_module("labs.quant.formats")  # registers every format
         formats = MappingProxyType({key.value: registry()[key]() for key in FormatKey})
         globals()["FORMATS"] = formats  # Every format by key, in ``FormatKey`` order.
         return formats

@@ -366,6 +366,26 @@ class Format(ABC):
             out.add_(offset[:, None])
         return out
 
+    def dequantize_all(self, q: QuantizedTensor) -> torch.Tensor:
+        """Every block of ``q`` back to float32, ``(n_blocks, block_len)``, chunk by chunk
+        (``QuantizedTensor.dequantize`` unblocks it)."""
+        import torch
+
+        scale, offset = q.scale_offset()
+        out = torch.empty(q.qdata.shape, dtype=torch.float32, device=q.device)
+        step = _chunk_blocks(q.layout.block_len, q.device)
+
+        def decode_chunk(start: int) -> None:
+            stop = start + step
+            out[start:stop] = self.dequantize_blocks(
+                q.qdata[start:stop],
+                scale[start:stop],
+                None if offset is None else offset[start:stop],
+            )
+
+        _map_chunks(decode_chunk, range(0, q.layout.n_blocks, step), q.device)
+        return out
+
 
 def _cat(values: list[torch.Tensor]) -> torch.Tensor:
     import torch
@@ -416,13 +436,6 @@ def _raise_if_nonfinite(key: str, x: torch.Tensor, values: list[torch.Tensor]) -
 
 
 # --- public entry points -------------------------------------------------------------------
-
-
-def registry() -> Mapping[str, type[Format]]:
-    """Every format class by key (importing ``labs.quant.formats`` registers them)."""
-    import labs.quant.formats  # noqa: F401
-
-    return _REGISTRY
 
 
 def get_format(fmt: str | Format, **options: Any) -> Format:

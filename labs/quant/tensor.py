@@ -126,25 +126,7 @@ class QuantizedTensor:
 
     def dequantize(self) -> torch.Tensor:
         """Float32 tensor with the input's shape, on the input's device."""
-        import torch
-
-        scale, offset = self.scale_offset()
-        out = torch.empty(self.qdata.shape, dtype=torch.float32, device=self.device)
-
-        from labs.quant.core import _chunk_blocks, _map_chunks  # core's chunk sizes
-
-        step = _chunk_blocks(self.layout.block_len, self.device)
-
-        def decode_chunk(start: int) -> None:
-            stop = start + step
-            out[start:stop] = self.format.dequantize_blocks(
-                self.qdata[start:stop],
-                scale[start:stop],
-                None if offset is None else offset[start:stop],
-            )
-
-        _map_chunks(decode_chunk, range(0, self.layout.n_blocks, step), self.device)
-        return self.unblock(out)
+        return self.unblock(self.format.dequantize_all(self))
 
     def affine(self) -> Affine:
         """Element values (blocks), per-block scale and offset: see ``Affine``."""

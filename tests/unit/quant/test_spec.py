@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from labs.quant import FORMATS, quantize
-from labs.quant.core import registry
+from labs.quant.formats import registry
 from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey
 from labs.quant.spec_table import TABLE_HEADER, table_row
 
