@@ -105,6 +105,9 @@ class Run(Base):
     worker_id: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     event_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The schema of the run's stored events (labs.events.SCHEMA_VERSION), written with
+    # its first events; NULL: stored before it (schema 1, figures without ids).
+    events_version: Mapped[int | None] = mapped_column(Integer)
     duration_s: Mapped[float | None] = mapped_column(Float)
     # Seconds the run should take, estimated from its parameters when it was queued
     # (app.runs.cost): its lane, its place among the queued and the wait shown.

@@ -245,9 +245,10 @@ def memory_plot(
     caption: str,
     capacity_label: str = "GPU memory",
     rest_label: str = "free",
+    figure_id: str = "memory",
 ) -> None:
     """Emit memory bars (sizes in bytes, drawn in GB = 1e9 bytes) as the lab's lead
-    figure, with the same numbers as its data table."""
+    figure (id ``figure_id``), with the same numbers as its data table."""
     gb_rows = {
         name: [(part, size / BYTES_PER_GB) for part, size in parts] for name, parts in rows.items()
     }
@@ -268,6 +269,7 @@ def memory_plot(
                 + [["", capacity_label, capacity]],
             },
         },
+        id=figure_id,
     )
 
 

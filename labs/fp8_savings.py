@@ -217,10 +217,9 @@ class Savings:
     curves: dict[str, tuple[list[int], list[float]]]
 
 
-def run(params: Params, ctx: Context) -> Result:
-    savings = compare(params)
-    present(savings, params, ctx)
-    return savings.result
+def run(params: Params, ctx: Context) -> Savings:
+    ctx.progress(0.1, "bf16 baseline and fp8")
+    return compare(params)
 
 
 def _notes(p: Params, gpu: GPU, base: Scenario, fp8: Scenario) -> list[str]:
@@ -302,8 +301,6 @@ def present(savings: Savings, p: Params, ctx: Context) -> None:
     r = savings.result
     model = get_model(r.model)
     base, fp8 = r.bf16, r.fp8
-    ctx.progress(0.1, "bf16 baseline")
-    ctx.progress(0.4, "fp8")
     _table(r, p, ctx)
     ctx.metric("weights_saved_gb_per_gpu", r.weights_saved_gb_per_gpu, "GB")
     if r.speedup_same_batch is not None:
@@ -325,6 +322,7 @@ def present(savings: Savings, p: Params, ctx: Context) -> None:
             hlines={"latency target": p.latency_target_ms},
         ),
         {name: {"batch": v[0], "step_ms": v[1]} for name, v in savings.curves.items()},
+        id="step-time",
     )
     for note in r.notes:
         ctx.log(note)
@@ -340,7 +338,6 @@ def present(savings: Savings, p: Params, ctx: Context) -> None:
         )
         same = f"Same batch {p.batch}: {steps}."
     ctx.log(f"{same} Largest batch that fits: {base.max_batch} → {fp8.max_batch}.")
-    ctx.progress(1.0, "done")
 
 
 def _table(r: Result, p: Params, ctx: Context) -> None:
@@ -399,6 +396,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.no,
     params=Params,
     run=run,
+    present=present,
     time_limit_s=30.0,
     memory_limit_mb=1024,
     numeric_outputs=(

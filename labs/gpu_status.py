@@ -117,10 +117,9 @@ class Status:
     parsed: bool = False  # the output got as far as parsing
 
 
-def run(params: GpuStatusParams, ctx: Context) -> GpuStatusResult:
-    status = read_status()
-    present(status, ctx)
-    return status.result
+def run(params: GpuStatusParams, ctx: Context) -> Status:
+    ctx.progress(0.1, "looking for nvidia-smi")
+    return read_status()
 
 
 def read_status() -> Status:
@@ -175,13 +174,10 @@ def read_status() -> Status:
     return Status(result, log, fields, True)
 
 
-def present(status: Status, ctx: Context) -> None:
+def present(status: Status, params: GpuStatusParams, ctx: Context) -> None:
     """The commands and their output, then (with GPUs) the table and memory metrics."""
-    ctx.progress(0.1, "looking for nvidia-smi")
     for line in status.log:
         ctx.log(line)
-    if status.parsed:
-        ctx.progress(0.7, "parsing")
     r = status.result
     if not r.driver_found:
         return
@@ -197,7 +193,6 @@ def present(status: Status, ctx: Context) -> None:
             ctx.metric(
                 f"gpu{g.index}_memory_used", g.memory_used_mib, "MiB", f"GPU {g.index} memory used"
             )
-    ctx.progress(1.0, "done")
 
 
 LAB = Lab(
@@ -207,6 +202,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.preferred,
     params=GpuStatusParams,
     run=run,
+    present=present,
     time_limit_s=30.0,
     memory_limit_mb=512,
 )

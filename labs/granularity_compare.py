@@ -14,7 +14,7 @@ damage, at the price of more scales.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -209,10 +209,12 @@ class Comparison:
     exact: dict[str, int]  # per granularity, values with zero error (outside the bins)
 
 
-def run(params: Params, ctx: Context) -> Result:
-    comparison = compare(params, ctx.device)
-    present(comparison, params, ctx)
-    return comparison.result
+def run(params: Params, ctx: Context) -> Comparison:
+    return compare(params, ctx.device, ctx.progress)
+
+
+def _no_progress(fraction: float, message: str = "") -> None:
+    pass
 
 
 def _row(
@@ -244,19 +246,26 @@ def _row(
     return row, (deq - x).reshape(-1).cpu()
 
 
-def compare(params: Params, device: str) -> Comparison:
-    """Quantize one tensor at every granularity; bytes, bits per value and error of each."""
+def compare(
+    params: Params, device: str, progress: Callable[[float, str], None] = _no_progress
+) -> Comparison:
+    """Quantize one tensor at every granularity; bytes, bits per value and error of each.
+    ``progress`` hears of each step as it starts."""
     rows, cols = params.shape
+    progress(0.02, "making the tensor")
     x = make_tensor(
         rows, cols, params.distribution, params.seed, params.outlier_scale, params.outlier_fraction
     ).to(device)
     results: list[GranularityRow] = []
     errors: dict[str, torch.Tensor] = {}
     base: GranularityRow | None = None
-    for g in GRANULARITIES:
-        row, errors[granularity_label(g)] = _row(x, params.format, g, base)
+    for i, g in enumerate(GRANULARITIES):
+        label = granularity_label(g)
+        progress(0.05 + 0.8 * i / len(GRANULARITIES), f"{params.format}, {label} scales")
+        row, errors[label] = _row(x, params.format, g, base)
         base = base or row
         results.append(row)
+    progress(0.88, "the error histograms")
     best = max(results, key=lambda r: _score(r, r.error.sqnr_db))
     best_per_bit = max(results, key=lambda r: _score(r, r.sqnr_db_per_bit))
     by_label = {r.granularity: r for r in results}
@@ -291,7 +300,6 @@ def present(comparison: Comparison, params: Params, ctx: Context) -> None:
     """Emit the run's events, in the order the run page shows them."""
     r = comparison.result
     rows, cols = r.shape
-    ctx.progress(0.02, "making the tensor")
     detail = ""
     if params.distribution == "outliers":
         n_outliers = outlier_count(r.numel, params.outlier_fraction)
@@ -304,14 +312,9 @@ def present(comparison: Comparison, params: Params, ctx: Context) -> None:
         f"x: {params.distribution}{detail}, {rows}×{cols} float32 (seed {params.seed}), "
         f"absmax {r.tensor_absmax:.4g}; format {params.format}"
     )
-    for i, g in enumerate(GRANULARITIES):
-        label = granularity_label(g)
-        ctx.progress(0.05 + 0.8 * i / len(GRANULARITIES), f"{params.format}, {label} scales")
     _table(r, ctx)
     _metrics(r, ctx)
-    ctx.progress(0.88, "charts")
     _plots(comparison, ctx)
-    ctx.progress(1.0, "done")
 
 
 def _table(r: Result, ctx: Context) -> None:
@@ -420,6 +423,7 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
                 ],
             },
         },
+        id="error-split",
     )
     if comparison.centres:
         ctx.plot(
@@ -435,6 +439,7 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
                 "share_percent": comparison.shares,
                 "exact_values": comparison.exact,
             },
+            id="abs-error",
         )
     ctx.plot(
         "SQNR per granularity",
@@ -448,6 +453,7 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
             g.granularity: {"sqnr_db": g.error.sqnr_db, "bits_per_value": g.bits_per_value}
             for g in r.rows
         },
+        id="sqnr",
     )
 
 
@@ -505,6 +511,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.no,
     params=Params,
     run=run,
+    present=present,
     time_limit_s=120.0,
     memory_limit_mb=2048,
     numeric_outputs=(

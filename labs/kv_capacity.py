@@ -239,10 +239,9 @@ class Sizing:
     curves: dict[str, tuple[list[int], list[int]]]  # per KV dtype: prompt tokens, requests
 
 
-def run(params: Params, ctx: Context) -> Result:
-    sizing = size(params)
-    present(sizing, params, ctx)
-    return sizing.result
+def run(params: Params, ctx: Context) -> Sizing:
+    ctx.progress(0.1, "sizing the block pool and the time in service")
+    return size(params)
 
 
 def _notes(p: Params, gpu: GPU, n: int, occupancy: float, utilization: float | None) -> list[str]:
@@ -367,8 +366,6 @@ def present(sizing: Sizing, p: Params, ctx: Context) -> None:
     """The two pools side by side, the block states, the metrics, one figure, the notes."""
     r, cap, fp8 = sizing.result, sizing.capacity, sizing.fp8
     model, gpu = get_model(r.model), get_gpu(r.gpu)
-    ctx.progress(0.1, "sizing the block pool")
-    ctx.progress(0.5, "estimating time in service")
     _memory_figure(r, p, gpu, ctx)
     ctx.table(
         f"Paged KV cache on {p.tensor_parallel} × {gpu.name}",
@@ -423,10 +420,10 @@ def present(sizing: Sizing, p: Params, ctx: Context) -> None:
             log_x=True,
         ),
         {"prompt_tokens": xs, **{k: v[1] for k, v in curves.items()}},
+        id="concurrency",
     )
     for note in r.notes:
         ctx.log(note)
-    ctx.progress(1.0, "done")
 
 
 def _steady_state(p: Params, model: ModelConfig, gpu: GPU, capacity: int) -> tuple[float, float]:
@@ -490,6 +487,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.no,
     params=Params,
     run=run,
+    present=present,
     time_limit_s=30.0,
     memory_limit_mb=1024,
     numeric_outputs=(

@@ -116,9 +116,8 @@ def _sharding(rule: TPRule, kv_heads: bool, model_kv_heads: int, tp: int) -> str
 
 
 def run(params: Params, ctx: Context) -> Result:
-    result = budget(params)
-    present(result, params, ctx)
-    return result
+    ctx.progress(0.1, "counting parameters and finding the tensor-parallel size that fits")
+    return budget(params)
 
 
 def budget(params: Params) -> Result:
@@ -225,8 +224,6 @@ def _memory_figure(r: Result, params: Params, ctx: Context) -> None:
 def present(r: Result, params: Params, ctx: Context) -> None:
     """The weights and per-GPU tables, the headline metrics, one chart and the verdict."""
     model, gpu, tp = get_model(r.model), get_gpu(r.gpu), r.tensor_parallel
-    ctx.progress(0.1, "counting parameters")
-    ctx.progress(0.5, "finding the smallest tensor-parallel size that fits")
     _memory_figure(r, params, ctx)
     ctx.table(
         "Weights by tensor kind",
@@ -278,6 +275,7 @@ def present(r: Result, params: Params, ctx: Context) -> None:
         f"Bytes per GPU by tensor kind ({model.name}, {params.weight_format}, TP {tp})",
         plots.bar_chart(labels, values, title="Memory per GPU", value_label="GB (1e9 bytes)"),
         {"labels": labels, "gb": values, "capacity_gb": r.gpu_capacity_gb},
+        id="bytes-by-kind",
     )
     for note in r.notes:
         ctx.log(note)
@@ -286,7 +284,6 @@ def present(r: Result, params: Params, ctx: Context) -> None:
         f"{model.name} {verdict} on {tp} × {gpu.name}: {r.total_gb_per_gpu:.2f} GB needed per "
         f"GPU of {r.gpu_capacity_gb:.2f} GB ({r.headroom_gb_per_gpu:+.2f} GB headroom)."
     )
-    ctx.progress(1.0, "done")
 
 
 def _notes(
@@ -390,6 +387,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.no,
     params=Params,
     run=run,
+    present=present,
     time_limit_s=30.0,
     memory_limit_mb=1024,
     numeric_outputs=(

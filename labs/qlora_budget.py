@@ -235,9 +235,8 @@ def _activation_bytes(model: ModelConfig, p: Params, micro_batch: int) -> tuple[
 
 
 def run(params: Params, ctx: Context) -> Result:
-    result = budget(params)
-    present(result, params, ctx)
-    return result
+    ctx.progress(0.1, "quantizing the base weights (on paper) and sizing activations")
+    return budget(params)
 
 
 @dataclass(frozen=True)
@@ -402,8 +401,6 @@ def _memory_figure(r: Result, gpu_name: str, ctx: Context) -> None:
 def present(r: Result, p: Params, ctx: Context) -> None:
     """The memory table, the headline metrics, one bar chart and the notes."""
     model, gpu = get_model(r.model), get_gpu(r.gpu)
-    ctx.progress(0.1, "quantizing the base weights (on paper)")
-    ctx.progress(0.4, "sizing activations")
     total, capacity = r.total_bytes, r.gpu_capacity_bytes
     _memory_figure(r, gpu.name, ctx)
     ctx.table(
@@ -441,13 +438,13 @@ def present(r: Result, p: Params, ctx: Context) -> None:
             value_label="GB (1e9 bytes)",
         ),
         {"components": [c.name for c in r.components], "gb": [gb(c.bytes) for c in r.components]},
+        id="components",
     )
     for note in r.notes:
         ctx.log(note)
     ctx.log(
         f"{model.name} QLoRA on {gpu.name}: {r.verdict} ({gb(total):.2f} of {gb(capacity):.2f} GB)."
     )
-    ctx.progress(1.0, "done")
 
 
 def _notes(p: Params, model: ModelConfig, gpu: GPU) -> list[str]:
@@ -519,6 +516,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.no,
     params=Params,
     run=run,
+    present=present,
     time_limit_s=30.0,
     memory_limit_mb=1024,
     numeric_outputs=(

@@ -17,6 +17,7 @@ Units: bytes; shapes as ``[rows, cols]`` (PyTorch's ``[out_features, in_features
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -91,20 +92,26 @@ class Diagnosis:
     broke: str  # what the injected fault did; "" without one
 
 
-def run(params: Params, ctx: Context) -> Result:
-    diagnosis = diagnose(params, ctx.tmpdir)
-    present(diagnosis, ctx)
-    return diagnosis.result
+def run(params: Params, ctx: Context) -> Diagnosis:
+    return diagnose(params, ctx.tmpdir, ctx.progress)
 
 
-def diagnose(params: Params, tmpdir: str) -> Diagnosis:
+def _no_progress(fraction: float, message: str = "") -> None:
+    pass
+
+
+def diagnose(
+    params: Params, tmpdir: str, progress: Callable[[float, str], None] = _no_progress
+) -> Diagnosis:
     """Build the checkpoint under ``tmpdir``, break it, inspect it, and run it forward if
-    it loads clean."""
+    it loads clean; ``progress`` hears of each step as it starts."""
     import torch
 
     directory = os.path.join(tmpdir, f"checkpoint-{params.checkpoint}-{params.fault}")
     os.makedirs(directory, exist_ok=True)
+    progress(0.1, "writing config.json, the index and the shards")
     built = build_checkpoint(directory, params.checkpoint, params.fault, params.seed)
+    progress(0.4, "loading: following weight_map, opening each shard")
     report = inspect_checkpoint(directory)
     errors = sum(f.severity == "error" for f in report.findings)
     warnings = sum(f.severity == "warning" for f in report.findings)
@@ -113,6 +120,7 @@ def diagnose(params: Params, tmpdir: str) -> Diagnosis:
     max_diff = None
     loaded = False
     if report.state_dict is not None and errors == 0:
+        progress(0.7, "one forward pass with the loaded weights")
         tokens = torch.arange(FORWARD_TOKENS) % report.config["vocab_size"]
         logits = forward(dense_weights(report.state_dict, report.config), report.config, tokens)
         ref = forward(built.reference, report.config, tokens)
@@ -157,22 +165,19 @@ def _summary(findings: list[Finding], tensors: int, files: int, forward_text: st
     )
 
 
-def present(diagnosis: Diagnosis, ctx: Context) -> None:
+def present(diagnosis: Diagnosis, params: Params, ctx: Context) -> None:
     """What was built and broken, the files and findings tables, the headline metrics, the
     bytes-per-shard plot and one log line per finding."""
     from labs import plots
 
     result = diagnosis.result
-    ctx.progress(0.1, "writing config.json, the index and the shards")
     ctx.log(
         f"Wrote a {result.checkpoint} checkpoint: {CONFIG_FILE}, {INDEX_FILE} and "
         f"{SHARD_COUNT} shards ({diagnosis.tensors_written} tensors)."
     )
     if diagnosis.broke:
         ctx.log(f"Injected fault '{result.fault}': {diagnosis.broke}. The loader is not told.")
-    ctx.progress(0.4, "loading: following weight_map, opening each shard")
     if result.forward is not None:
-        ctx.progress(0.7, "one forward pass with the loaded weights")
         ctx.log(result.forward)
 
     ctx.table(
@@ -203,6 +208,7 @@ def present(diagnosis: Diagnosis, ctx: Context) -> None:
         "Bytes on disk per shard",
         plots.bar_chart(labels, values, title="Shards on disk", value_label="KiB (2^10 bytes)"),
         {"files": labels, "kib": values},
+        id="shard-bytes",
     )
     for f in result.findings:
         ctx.log(
@@ -210,7 +216,6 @@ def present(diagnosis: Diagnosis, ctx: Context) -> None:
             f"found {f.found}. {f.detail} Next: {f.next_step}"
         )
     ctx.log(result.summary)
-    ctx.progress(1.0, "done")
 
 
 LAB = Lab(
@@ -222,6 +227,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.no,
     params=Params,
     run=run,
+    present=present,
     time_limit_s=60.0,
     memory_limit_mb=1024,
     numeric_outputs=(

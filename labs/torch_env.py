@@ -88,9 +88,8 @@ def _cpu_flags() -> set[str]:
 
 
 def run(params: TorchEnvParams, ctx: Context) -> TorchEnvResult:
-    result = inspect_torch()
-    present(result, ctx)
-    return result
+    ctx.progress(0.1, "torch and its CUDA devices")
+    return inspect_torch()
 
 
 def _devices() -> list[DeviceInfo]:
@@ -158,12 +157,9 @@ def inspect_torch() -> TorchEnvResult:
     )
 
 
-def present(r: TorchEnvResult, ctx: Context) -> None:
+def present(r: TorchEnvResult, params: TorchEnvParams, ctx: Context) -> None:
     """The version command's output, the build table and (with CUDA) the devices table."""
-    ctx.progress(0.1, "torch")
     ctx.log(f"$ {r.version_command}\n{r.version_output}")
-    if r.cuda_available:
-        ctx.progress(0.4, "CUDA devices")
     ctx.table(
         "torch build",
         ["item", "value"],
@@ -205,7 +201,6 @@ def present(r: TorchEnvResult, ctx: Context) -> None:
                 for d in r.devices
             ],
         )
-    ctx.progress(1.0, "done")
 
 
 LAB = Lab(
@@ -215,6 +210,7 @@ LAB = Lab(
     needs_gpu=NeedsGPU.preferred,
     params=TorchEnvParams,
     run=run,
+    present=present,
     time_limit_s=60.0,
     memory_limit_mb=1024,
 )

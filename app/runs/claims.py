@@ -22,6 +22,7 @@ from app.runs import store
 from app.runs.queue import RunQueue
 from app.runs.store import changed_rows, is_short
 from app.settings import Settings
+from labs.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
 
 log = logging.getLogger("lowbit.runs")
 
@@ -90,7 +91,11 @@ def append_events(
             s,
             update(Run)
             .where(Run.id == run_id, Run.worker_id == worker_id, Run.status == "running")
-            .values(event_count=Run.event_count + len(batch), heartbeat_at=now),
+            .values(
+                event_count=Run.event_count + len(batch),
+                heartbeat_at=now,
+                events_version=EVENTS_SCHEMA_VERSION,
+            ),
         )
         if not owned:
             s.rollback()

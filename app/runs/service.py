@@ -133,21 +133,37 @@ def _plots(session: Session, run: Run) -> tuple[dict[str, Any] | None, list[dict
     return body.lead, [e for e in events if e["kind"] == "plot"]
 
 
-def _figure_kind(e: dict[str, Any]) -> str:
-    """A figure's title without what names the run (the format in parentheses, the
-    element type), so the same figure of two runs pairs up."""
-    return re.sub(r"\s*\([^)]*\)|\b(E\dM\d|int\d+)\b", "", str(e["data"].get("title", "")))
+def _figure_keys(e: dict[str, Any]) -> list[str]:
+    """What pairs a figure with the same figure of another run: its ``id`` (events
+    schema 2, ``labs.events``), then, for runs stored before figures had one, its title
+    without what names the run (the format in parentheses, the element type)."""
+    title = re.sub(r"\s*\([^)]*\)|\b(E\dM\d|int\d+)\b", "", str(e["data"].get("title", "")))
+    figure_id = e["data"].get("id")
+    return ([f"id:{figure_id}"] if figure_id else []) + [f"title:{title}"]
+
+
+def _same_figure(e: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The figure of ``others`` that is ``e``: the one with its id; where either has no
+    id (a run stored before ids), the one with its title."""
+    by_key = {key: o for o in others for key in _figure_keys(o)}
+    keys = _figure_keys(e)
+    if len(keys) == 2 and keys[0] in by_key:
+        return by_key[keys[0]]
+    found = by_key.get(keys[-1])
+    if found is not None and len(keys) == 2 and found["data"].get("id"):
+        return None  # both have ids, and they differ: titles alike, figures not
+    return found
 
 
 def paired_figures(session: Session, a: Run, b: Run) -> list[dict[str, Any] | None]:
     """The same figure of both runs: a's lead where b has it too, else the first
     figure both have, else each run's own lead."""
     (lead_a, plots_a), (lead_b, plots_b) = _plots(session, a), _plots(session, b)
-    kinds_b = {_figure_kind(e): e for e in plots_b}
     ordered = ([lead_a] if lead_a else []) + plots_a
     for e in ordered:
-        if _figure_kind(e) in kinds_b:
-            return [e, kinds_b[_figure_kind(e)]]
+        other = _same_figure(e, plots_b)
+        if other is not None:
+            return [e, other]
     return [lead_a, lead_b]
 
 
@@ -163,9 +179,9 @@ def paired_histograms(session: Session, a: Run, b: Run) -> list[dict[str, Any]] 
     def redrawable(e: dict[str, Any]) -> bool:  # a histogram, or bars with their values
         return bool(binned(e).get("edges")) or binned(e).get("kind") == "bars"
 
-    kinds_b = {_figure_kind(e): e for e in plots_b if redrawable(e)}
+    drawable_b = [e for e in plots_b if redrawable(e)]
     for e in plots_a:
-        other = kinds_b.get(_figure_kind(e))
+        other = _same_figure(e, drawable_b)
         if other is not None and redrawable(e) and binned(e) != binned(other):
             return [e, other]
     return None

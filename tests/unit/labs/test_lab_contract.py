@@ -132,3 +132,36 @@ def test_a_default_run_streams_every_event_kind(
         # Every figure is a library SVG with its data (the page's table alternative).
         assert data["svg"].startswith("<svg") and "<script" not in data["svg"]
         assert data["data"], data["title"]
+
+
+def test_every_figure_has_a_stable_id(default_run: tuple[Lab, LabResult, list[Event]]) -> None:
+    """Events schema 2 (labs.events): the compare page pairs two runs' figures by id."""
+    _, _, events = default_run
+    ids = [data.get("id") for kind, data in events if kind == "plot"]
+    assert all(ids) and len(set(ids)) == len(ids), ids
+
+
+@pytest.mark.parametrize("lab", LABS.values(), ids=lambda lab: lab.id)
+def test_present_emits_no_progress(lab: Lab) -> None:
+    """Progress belongs to ``run``, where the work happens; ``present`` (and the helpers
+    of its module it calls) only turns the output into events (issue 21: a presenter
+    replayed 'quantizing to …' after the quantizing was done)."""
+    import ast
+    import inspect
+
+    if lab.present is None:
+        return
+    tree = ast.parse(inspect.getsource(sys.modules[lab.present.__module__]))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    seen, todo, calls = set(), [lab.present.__name__], []
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in functions:
+            continue
+        seen.add(name)
+        for n in ast.walk(functions[name]):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                calls.append(n.func.attr)
+            if isinstance(n, ast.Name) and n.id in functions:
+                todo.append(n.id)
+    assert lab.present.__name__ in seen and "progress" not in calls, sorted(seen)
