@@ -19,11 +19,7 @@ from typing import get_args
 from labs.base import ChoiceOutput, Lab, NeedsGPU
 from labs.quant_algorithms.compute import run
 from labs.quant_algorithms.model import Method, QuantAlgorithmsParams, QuantAlgorithmsResult
-from labs.quant_algorithms.present import (
-    present,
-    quant_algorithms,
-    quant_algorithms_concept,
-)
+from labs.quant_algorithms.present import present, quant_algorithms, quant_algorithms_concept
 
 __all__ = ["LAB", "Method", "QuantAlgorithmsParams", "QuantAlgorithmsResult"]
 
