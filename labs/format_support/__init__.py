@@ -12,8 +12,8 @@ The decision is a table of compute-capability thresholds (``RULES``, in
 so it also covers a GPU that is not in ``labs.gpus`` (``gpu="auto"`` reads the
 worker's own card with ``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
 
-``compute`` assesses (no torch), ``present`` turns the assessment into the page's
-events.
+``model`` holds the parameters and the result, ``compute`` assesses (no torch),
+``present`` turns the assessment into the page's events.
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from labs.format_support.compute import (
     RULES,
     Assessment,
     FormatKey,
-    Params,
     Path,
-    Result,
     assess,
     decide,
     file_bits_per_param,
@@ -36,6 +34,7 @@ from labs.format_support.compute import (
     run,
     sm_of,
 )
+from labs.format_support.model import Params, Result
 from labs.format_support.present import present
 
 __all__ = [

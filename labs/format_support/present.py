@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from labs.base import Context
 from labs.format_rules import PATH_MEANING, RULES
-from labs.format_support.compute import Assessment, Params, Result
+from labs.format_support.compute import Assessment
+from labs.format_support.model import Params, Result
 from labs.models import get_model
 
 
