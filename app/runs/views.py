@@ -157,7 +157,7 @@ class ResultBody:
 
 
 def arrange_outputs(outputs: list[dict[str, Any]]) -> ResultBody:
-    """The lead figure is the plot its presenter marked ``lead``, else the first plot."""
+    """The lead figure is the plot its lab's ``present`` marked ``lead``, else the first plot."""
     plots = [e for e in outputs if e["kind"] == "plot"]
     lead = next((e for e in plots if (e["data"].get("data") or {}).get("lead")), None)
     lead = lead or (plots[0] if plots else None)

@@ -147,7 +147,7 @@ def run(params: Params, ctx: Context) -> Trial:
 
 @dataclass
 class Trial:
-    """The computed result and what the presenter shows beside it (not part of the result)."""
+    """The computed result and what ``present`` shows beside it (not part of the result)."""
 
     result: Result
     device: str
