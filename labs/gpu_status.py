@@ -114,7 +114,6 @@ class Status:
     result: GpuStatusResult
     log: list[str] = field(default_factory=list)  # commands and their output, in order
     fields: tuple[str, ...] = ()  # the query fields of the last command
-    parsed: bool = False  # the output got as far as parsing
 
 
 def run(params: GpuStatusParams, ctx: Context) -> Status:
@@ -149,7 +148,7 @@ def read_status() -> Status:
         return Status(_no_driver(command, why, raw), log, fields)
     gpus = parse(reply.stdout, fields)
     if not gpus:
-        return Status(_no_driver(command, "nvidia-smi lists no GPUs", raw), log, fields, True)
+        return Status(_no_driver(command, "nvidia-smi lists no GPUs", raw), log, fields)
     first = gpus[0]
     finding = (
         f"{len(gpus)} GPU(s): {first.name}, driver {first.driver_version}"
@@ -171,7 +170,7 @@ def read_status() -> Status:
         command=command,
         raw=raw,
     )
-    return Status(result, log, fields, True)
+    return Status(result, log, fields)
 
 
 def present(status: Status, params: GpuStatusParams, ctx: Context) -> None:

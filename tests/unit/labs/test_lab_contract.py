@@ -39,7 +39,7 @@ DECLARED: dict[str, NeedsGPU] = {
     "reproducibility": NeedsGPU.no,
 }
 # Labs that report the worker's environment: a log and a table, no figure. gpu-status
-# without a driver stops at its finding, before the final progress event.
+# without a driver shows its finding and no table.
 EVENT_KINDS = {"progress", "log", "table", "metric", "plot"}
 ENVIRONMENT_LABS = {"gpu-status", "torch-env"}
 
