@@ -17,27 +17,18 @@ raise), but it projects one from the measured slope.
 
 Units: bytes; MiB = 2^20 bytes; GB = 1e9 bytes.
 
-The parameters and result are ``labs.vram.models``; ``compute`` measures, ``present``
-turns the result into the page's events and its headline tiles.
+``model`` holds the parameters and the result (no torch), ``probe`` the workload and
+its measuring tools, ``compute`` the run, ``present`` the page's events and the
+headline tiles.
 """
 
 from __future__ import annotations
 
 from labs.base import Lab, NeedsGPU
-from labs.vram_observe.compute import (
-    MIB,
-    OOM_BISECT_RESOLUTION,
-    TIME_LIMIT_S,
-    Params,
-    Result,
-    fit_line,
-    oom_row,
-    rss_grows_with_batch,
-    run,
-    search_oom,
-    weights_estimate,
-)
+from labs.vram_observe.compute import rss_grows_with_batch, run
+from labs.vram_observe.model import MIB, OOM_BISECT_RESOLUTION, TIME_LIMIT_S, Params, Result
 from labs.vram_observe.present import headline, present
+from labs.vram_observe.probe import fit_line, oom_row, search_oom, weights_estimate
 
 __all__ = [
     "LAB",

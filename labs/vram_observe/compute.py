@@ -1,6 +1,5 @@
-"""vram-observe's measurements: the device, the batches, the out-of-memory search.
-Torch is imported inside the functions; the parameters and result are
-``labs.vram.models``."""
+"""vram-observe's run: the device, the batches, the out-of-memory search (with the
+tools of ``probe``). Torch is imported inside the functions."""
 
 from __future__ import annotations
 
@@ -12,19 +11,17 @@ from typing import Literal
 from labs import memory
 from labs.base import Context
 from labs.hardware.host_memory import reset_peak_rss, rss_bytes, trim_heap
-from labs.vram.models import (  # noqa: F401 - the lab's models and limits, by its name
+from labs.vram_observe.model import (
     CPU_WARMUP_SIZE,
     MIB,
-    OOM_BISECT_RESOLUTION,
     OOM_SEARCH_BUDGET_S,
-    TIME_LIMIT_S,
     DtypeSummary,
     GapItem,
     Measurement,
     Params,
     Result,
 )
-from labs.vram.probe import (  # noqa: F401 - the measuring tools, by the lab's name
+from labs.vram_observe.probe import (
     Nvml,
     Probe,
     fit_line,

@@ -7,7 +7,7 @@ from typing import Any
 
 from labs.base import Context
 from labs.headline import Tile, readable, tile
-from labs.vram.models import MIB, DtypeSummary, Params, Result
+from labs.vram_observe.model import MIB, DtypeSummary, Params, Result
 
 
 def present(result: Result, params: Params, ctx: Context) -> None:

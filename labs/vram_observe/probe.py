@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from labs import memory
 from labs.hardware import nvidia_smi, nvml
 from labs.hardware.host_memory import peak_rss_bytes, reset_peak_rss, rss_bytes, trim_heap
-from labs.vram.models import (
+from labs.vram_observe.model import (
     HEAD_DIM,
     MAX_TIMED_ITERATIONS,
     MIB,
