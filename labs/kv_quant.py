@@ -9,13 +9,15 @@ quantized keys.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from labs.base import Context, Lab, LabResult, NeedsGPU
-from labs.lm import report as model_labs
+from labs.base import Concept, Context, Lab, LabResult, NeedsGPU
+from labs.headline import Tile, readable, tile
 from labs.lm import spec
+from labs.lm.interval_text import interval_tile, noise_words, perplexity_change, pm
 from labs.lm.session import ModelParams, field_error
 
 Granularity = Literal["per-tensor", "per-head", "per-token", "kivi"]
@@ -151,7 +153,7 @@ def run(params: KVQuantParams, ctx: Context) -> KVQuantResult:
         finding="",
         seconds=time.perf_counter() - t0,
     )
-    result.finding = model_labs.kv_quant_finding(result.model_dump())
+    result.finding = finding(result.model_dump())
     return result
 
 
@@ -211,6 +213,79 @@ def _span(iv: list[float]) -> str:
     return f"{readable(iv[0])} to {readable(iv[1])}"
 
 
+# --- the verdict: tiles, finding and review question, from the stored result ---
+
+Stored = Mapping[str, Any]  # a stored result (JSON)
+
+
+def headline(r: Stored) -> list[Tile]:
+    saved = r["baseline_kv_bytes_per_token"] - r["kv_bytes_per_token"]
+    return [
+        interval_tile(
+            "KL from the full-precision cache",
+            r,
+            "kl_divergence",
+            "nats",
+            means="0 with a bf16 cache; 95 % interval over windows",
+        ),
+        interval_tile(
+            "Top-1 agreement",
+            r,
+            "top1_agreement",
+            scale=100,
+            means="same next token as with the full-precision cache; 100 % there",
+        ),
+        interval_tile(
+            "Perplexity",
+            r,
+            "perplexity",
+            means=f"full-precision cache: {pm(r['baseline_perplexity'], r.get('baseline_perplexity_interval'))}",
+        ),
+        tile(
+            "Cache bytes saved per token",
+            saved,
+            "bytes",
+            key="kv_bytes_per_token",
+            means=f"{readable(r['kv_bytes_per_token'])} bytes per token vs "
+            f"{readable(r['baseline_kv_bytes_per_token'])} in bf16 "
+            f"({readable(r['kv_bits_per_value'])} bits per cached value)",
+        ),
+    ]
+
+
+def finding(r: Stored) -> str:
+    saved = 100 * (1 - r["kv_bytes_per_token"] / r["baseline_kv_bytes_per_token"])
+    bins = r["kl_by_position"]
+    trend = noise_words(r.get("position_trend"), "the change from the first to the last positions")
+    return (
+        f"The {r['kv_format']} cache ({r['granularity']}) stores {readable(r['kv_bits_per_value'])} bits "
+        f"per cached value, {readable(saved, 2)} % fewer bytes than bf16. It moves the "
+        f"next-token distribution by {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')} "
+        f"of KL and keeps the top token at {pm(r['top1_agreement'], r.get('top1_agreement_interval'), '%', 100)}; "
+        f"{perplexity_change(r)}. KL {'rises' if bins[-1]['kl_divergence'] > bins[0]['kl_divergence'] else 'falls'} "
+        f"from {readable(bins[0]['kl_divergence'])} nats at positions "
+        f"{bins[0]['start']}–{bins[0]['stop']} to {readable(bins[-1]['kl_divergence'])} at "
+        f"{bins[-1]['start']}–{bins[-1]['stop']}: {trend}."
+    )
+
+
+def concept(r: Stored, metric: str) -> Concept | None:
+    return Concept(
+        prompt=f"A KV cache is quantized to {r['kv_format']} with one scale per tensor, and "
+        "again with one scale per token. Which one changes the model's output more, and why?",
+        choices=(
+            "One scale per tensor: the largest value of any token sets the step for all",
+            "One scale per token: more scales add more rounding",
+            "Neither: the cache holds activations, which quantization cannot change",
+        ),
+        answer=0,
+        explanation="A scale must cover the largest value it serves. Keys and values of a "
+        "few tokens are far larger than the rest, so a per-tensor scale gives every other "
+        "token a coarse step; per-token scales follow each token's own range. Your run "
+        f"({r['granularity']}) gave KL {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')}.",
+    )
+
+
 LAB = Lab(
     id="kv-quant",
     title="Quantize the KV cache",
@@ -228,6 +303,6 @@ LAB = Lab(
         ("top1_agreement", "fraction"),
         ("perplexity", "perplexity"),
     ),
-    headline=model_labs.kv_quant,
-    concept=model_labs.kv_quant_concept,
+    headline=headline,
+    concept=concept,
 )

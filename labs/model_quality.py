@@ -10,11 +10,15 @@ table and both models' greedy continuation of a fixed prompt.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import BaseModel, Field, model_validator
 
-from labs.base import Context, Lab, LabResult, NeedsGPU
-from labs.lm import report as model_labs
+from labs.base import Concept, Context, Lab, LabResult, NeedsGPU
+from labs.headline import Tile, readable, readable_bytes, tile
 from labs.lm import spec
+from labs.lm.interval_text import interval_tile, perplexity_change, pm
 from labs.lm.session import WeightParams, field_error
 
 MAX_KEEP = 64
@@ -155,7 +159,7 @@ def run(params: ModelQualityParams, ctx: Context) -> ModelQualityResult:
         finding="",
         seconds=time.perf_counter() - t0,
     )
-    result.finding = model_labs.model_quality_finding(result.model_dump())
+    result.finding = finding(result.model_dump())
     return result
 
 
@@ -222,6 +226,91 @@ def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
     )
 
 
+# --- the verdict: tiles, finding and review question, from the stored result ---
+
+Stored = Mapping[str, Any]  # a stored result (JSON)
+# bits per weight of the comparison format in the review question
+Q8_0_BITS = 8.5
+Q4_0_BITS = 4.5
+
+
+def headline(r: Stored) -> list[Tile]:
+    return [
+        interval_tile(
+            "KL from the unquantized model",
+            r,
+            "kl_divergence",
+            "nats",
+            means=f"0 for the unquantized model; 95 % interval over {r['windows']} windows",
+        ),
+        interval_tile(
+            "Top-1 agreement",
+            r,
+            "top1_agreement",
+            "",
+            scale=100,
+            means="share of positions with the same next token; 100 % unquantized",
+        ),
+        interval_tile(
+            "Perplexity",
+            r,
+            "perplexity",
+            means=f"unquantized: {pm(r['baseline_perplexity'], r.get('baseline_perplexity_interval'))}"
+            " (lower is better)",
+        ),
+        tile(
+            "Weights stored",
+            r["weight_bytes"],
+            "bytes",
+            key="weight_bytes",
+            means=f"{readable(r['bits_per_weight'])} bits per weight; unquantized "
+            f"{readable_bytes(r['baseline_weight_bytes'])} at "
+            f"{readable(r['baseline_bits_per_weight'])} bits",
+        ),
+    ]
+
+
+def finding(r: Stored) -> str:
+    smaller = r["baseline_weight_bytes"] / max(1, r["weight_bytes"])
+    changed = 100 * (1 - r["top1_agreement"])
+    return (
+        f"{r['format']} stores the weights in {readable(r['bits_per_weight'])} bits each, "
+        f"{readable(smaller)}× smaller than the unquantized model's "
+        f"{readable(r['baseline_bits_per_weight'])} bits. "
+        f"It moves the next-token distribution by {pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')} "
+        f"of KL and changes the top token at {readable(changed, 2)} % of positions. "
+        f"Over these {r['windows']} windows {perplexity_change(r)}"
+        + (
+            ": perplexity cannot tell the two models apart here, while KL and top-1 "
+            "measure the change position by position."
+            if (r.get("perplexity_vs_baseline") or {}).get("inside_noise")
+            else "."
+        )
+    )
+
+
+def concept(r: Stored, metric: str) -> Concept | None:
+    bits = float(r["bits_per_weight"])
+    other, other_bits = ("q8_0", Q8_0_BITS) if bits < Q8_0_BITS - 0.5 else ("q4_0", Q4_0_BITS)
+    fewer_is_run = bits < other_bits
+    choices = (
+        f"{r['format']} ({readable(bits)} bits per weight)",
+        f"{other} ({readable(other_bits)} bits per weight)",
+        "Neither: the KL depends on the text, not on the weights",
+    )
+    return Concept(
+        prompt=f"The same model is quantized to {r['format']} and, separately, to {other}. "
+        "Which one moves the next-token distribution further from the unquantized model "
+        "(the larger KL divergence), and why?",
+        choices=choices,
+        answer=0 if fewer_is_run else 1,
+        explanation="Fewer bits per weight mean coarser steps, so larger rounding errors in "
+        "every weight, and those errors add up through the layers into a larger change of "
+        f"the output. Your run: {r['format']} gave KL "
+        f"{pm(r['kl_divergence'], r.get('kl_divergence_interval'), 'nats')}.",
+    )
+
+
 LAB = Lab(
     id="model-quality",
     title="What a format does to a model",
@@ -239,6 +328,6 @@ LAB = Lab(
         ("top1_agreement", "fraction"),
         ("perplexity", "perplexity"),
     ),
-    headline=model_labs.model_quality,
-    concept=model_labs.model_quality_concept,
+    headline=headline,
+    concept=concept,
 )

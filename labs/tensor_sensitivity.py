@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from labs.base import ChoiceOutput, Context, Lab, LabResult, NeedsGPU
-from labs.lm import report as model_labs
+from labs.base import ChoiceOutput, Concept, Context, Lab, LabResult, NeedsGPU
+from labs.headline import Tile, readable, tile
 from labs.lm import spec
+from labs.lm.interval_text import pm, relative
 from labs.lm.session import WeightParams, field_error
 
 Unit = Literal["tensor", "kind", "layer"]
@@ -318,7 +319,7 @@ def run(params: TensorSensitivityParams, ctx: Context) -> TensorSensitivityResul
         finding="",
         seconds=time.perf_counter() - t0,
     )
-    result.finding = model_labs.tensor_sensitivity_finding(result.model_dump())
+    result.finding = finding(result.model_dump())
     return result
 
 
@@ -327,6 +328,108 @@ def present(r: TensorSensitivityResult, params: TensorSensitivityParams, ctx: Co
     title = f"sensitivity: one {r.unit} at a time in {r.format}"
     _present_ranking(ctx, r.ranking, title, r.format)
     _present_points(ctx, r.uniform, r.mixed, r.base)
+
+
+# --- the verdict: tiles, finding and review question, from the stored result ---
+
+Stored = Mapping[str, Any]  # a stored result (JSON)
+
+
+def _top_and_least(r: Stored) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    ranking = r["ranking"]
+    return ranking[0], ranking[-1]
+
+
+def headline(r: Stored) -> list[Tile]:
+    top, least = _top_and_least(r)
+    mixed, base = r["mixed"], r["base"]
+    return [
+        Tile(
+            label=f"Most sensitive {r['unit']}",
+            text=top["unit"],
+            exact=top["unit"],
+            means=f"KL {pm(top['kl_divergence'], top.get('kl_interval'), 'nats')} alone in "
+            f"{r['format']}; least: {least['unit']} {readable(least['kl_divergence'])}",
+            key="ranking.0.unit",
+        ),
+        tile(
+            "Mixed recipe: KL",
+            mixed["kl_divergence"],
+            "nats",
+            key="mixed.kl_divergence",
+            means=f"at {readable(mixed['bits_per_weight'])} bits; all in {r['format']}: "
+            f"{readable(base['kl_divergence'])} at {readable(base['bits_per_weight'])} bits",
+        ),
+        *[
+            tile(
+                f"{p['label'].capitalize()}: KL",
+                p["kl_divergence"],
+                "nats",
+                key=f"uniform.{i}.kl_divergence",
+                means=f"at {readable(p['bits_per_weight'])} bits per weight",
+            )
+            for i, p in enumerate(r["uniform"][:2])
+        ],
+        Tile(
+            label="Mix worth its bits?",
+            text="yes" if r["mixed_worth_its_bits"] else "no",
+            exact=str(r["mixed_worth_its_bits"]),
+            means="below the straight line from its base to uniform "
+            f"{r['high_format']} on the size-vs-KL plot"
+            if r["mixed_worth_its_bits"]
+            else f"on or above the line from its base to uniform {r['high_format']}",
+            key="mixed_worth_its_bits",
+            tone="" if r["mixed_worth_its_bits"] else "warn",
+        ),
+    ]
+
+
+def finding(r: Stored) -> str:
+    top, least = _top_and_least(r)
+    mixed, base = r["mixed"], r["base"]
+    ties = [u for u in r["most_sensitive_ties"] if u != top["unit"]]
+    tie_words = (
+        f"; {', '.join(ties)} cannot be told from it within the noise"
+        if ties
+        else ", clear of the runner-up beyond the noise"
+    )
+    extra_bits = mixed["bits_per_weight"] - base["bits_per_weight"]
+    cut = relative(mixed["kl_divergence"], base["kl_divergence"])
+    worth = (
+        "more than a straight mix of the two uniform formats would: the ranking found "
+        "where bits matter"
+        if r["mixed_worth_its_bits"]
+        else "no more than spending the same bits evenly would: here the mix is not worth its bits"
+    )
+    return (
+        f"{top['unit']} is the most sensitive {r['unit']}: alone in {r['format']} it adds KL "
+        f"{pm(top['kl_divergence'], top.get('kl_interval'), 'nats')}, "
+        f"{readable(top['kl_divergence'] / max(least['kl_divergence'], 1e-30), 2)}× the least "
+        f"sensitive ({least['unit']}){tie_words}. The mixed recipe "
+        f"({mixed['label'].removeprefix('mixed: ')}, the rest {r['format']}) costs "
+        f"{readable(extra_bits, 2)} bits per weight more than all-{r['format']} and changes its "
+        f"KL by {cut} ({readable(base['kl_divergence'])} → {readable(mixed['kl_divergence'])} nats), "
+        f"{worth}."
+    )
+
+
+def concept(r: Stored, metric: str) -> Concept | None:
+    top, least = _top_and_least(r)
+    return Concept(
+        prompt="Which tells you how sensitive a kind of weight is to quantization?",
+        choices=(
+            "The KL divergence of the model's output with only that kind quantized",
+            "The SQNR of that kind's quantized weights",
+            "The number of parameters of that kind",
+        ),
+        answer=0,
+        explanation="What matters is what an error does downstream: a weight whose errors "
+        "pass into every later layer, or into the residual stream unscaled, can hurt more "
+        "than a noisier one elsewhere. Your run: "
+        f"{top['unit']} (SQNR {readable(top['sqnr_db'] or 0)} dB) caused KL "
+        f"{readable(top['kl_divergence'])}, {least['unit']} (SQNR "
+        f"{readable(least['sqnr_db'] or 0)} dB) {readable(least['kl_divergence'])} nats.",
+    )
 
 
 LAB = Lab(
@@ -341,7 +444,7 @@ LAB = Lab(
     present=present,
     time_limit_s=600.0,
     memory_limit_mb=4096,
-    headline=model_labs.tensor_sensitivity,
+    headline=headline,
     choice_outputs=(
         ChoiceOutput(
             key="most_sensitive_kind",
@@ -350,5 +453,5 @@ LAB = Lab(
             ties_key="most_sensitive_ties",
         ),
     ),
-    concept=model_labs.tensor_sensitivity_concept,
+    concept=concept,
 )

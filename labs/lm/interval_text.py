@@ -103,3 +103,15 @@ def relative(a: float, b: float) -> str:
     change = 100 * (a / b - 1)
     sign = "+" if change > 0 else "−" if change < 0 else "±"
     return f"{sign}{readable(abs(change), 2)} %"
+
+
+def perplexity_change(r: Mapping[str, Any]) -> str:
+    """How a stored model-lab result's perplexity moved from its baseline, with both
+    intervals and whether the change is inside the noise (a paired difference)."""
+    diff = r.get("perplexity_vs_baseline")
+    words = noise_words(diff, "the change")
+    return (
+        f"perplexity goes from {pm(r['baseline_perplexity'], r.get('baseline_perplexity_interval'))} "
+        f"to {pm(r['perplexity'], r.get('perplexity_interval'))} "
+        f"({relative(r['perplexity'], r['baseline_perplexity'])}); {words}"
+    )
