@@ -46,11 +46,12 @@ from app.runs.service import (
     run_context,
     start_run,
 )
-from app.runs.views import format_params, format_value, histogram_svg, quantity, sse
+from app.runs.views import format_params, format_value, quantity, sse
 from app.streams import SlotStreamingResponse, StreamSlot
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
-from labs.plots import sanitize_svg, themed
+from labs.viz.inline import histogram_svg
+from labs.viz.theme import sanitize_svg, themed
 
 router = routes.router(tags=["runs"])
 

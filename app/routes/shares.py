@@ -25,7 +25,7 @@ from app.runs import store
 from app.runs.service import OUTPUT_KINDS, lab_title
 from app.runs.views import arrange_outputs
 from app.templating import is_htmx, render
-from labs.plots import sanitize_svg
+from labs.viz.theme import sanitize_svg
 
 router = routes.router(tags=["shares"])
 

@@ -134,3 +134,12 @@ def test_the_table_of_formats_loads_alone() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["labs", "labs.quant", "labs.quant.constants", "labs.quant.spec"]
+
+
+def test_the_figures_library_imports_no_lab_and_nothing_of_the_web_app() -> None:
+    """``labs.viz`` (theme, charts, tiles, card figures, inline charts) is library code
+    the labs and the web app both use: it imports no lab module (a card figure took the
+    KV block size from the kv-capacity lab) and nothing from ``app``."""
+    from labs.registry import LAB_MODULES
+
+    assert offences("labs.viz", ("app", "labs.presenters", "labs.registry", *LAB_MODULES)) == []
