@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,16 @@ MODEL_PROOFS = {"q8_0-quantize": "q8_0"}
 PROOF_LIMITS = Limits(wall_s=60.0, cpu_s=60)
 
 
+CANCELLED = "Cancelled: your code was stopped."
+
+
+class Cancelled(Exception):
+    """The submission was cancelled while its code ran."""
+
+
 @dataclass
 class Verdict:
-    verdict: str  # passed | failed | error | timed_out
+    verdict: str  # passed | failed | error | timed_out | cancelled
     message: str | None = None
     tests: list[dict[str, Any]] = field(default_factory=list)
     output: str = ""
@@ -78,7 +86,15 @@ class Grading:
                 j.close()
             self._judges.clear()
 
-    def grade(self, exercise_id: str, mode: str, code: str) -> Verdict:
+    def grade(
+        self,
+        exercise_id: str,
+        mode: str,
+        code: str,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> Verdict:
+        """Judge ``code``; ``should_stop`` (a cancel or a worker shutdown) ends the
+        running child at once and the verdict is ``cancelled``."""
         from labs.judge import kit
 
         ex = self.exercises().get(exercise_id)
@@ -88,9 +104,13 @@ class Grading:
         limits = Limits(wall_s=wall, cpu_s=int(wall) + 1)
         runs: list[Execution] = []
 
+        stop = should_stop or (lambda: False)
+
         def execute(calls: list[Any]) -> list[Any]:
-            e = self.judge().run(code, [(c.function, tuple(c.args)) for c in calls], limits)
+            e = self.judge().run(code, [(c.function, tuple(c.args)) for c in calls], limits, stop)
             runs.append(e)
+            if e.status == "cancelled" or stop():
+                raise Cancelled
             if e.results is None:
                 why = e.message or "your code produced no results"
                 return [kit.CallResult(None, why, 0.0) for _ in calls]
@@ -100,6 +120,8 @@ class Grading:
             results = kit.grade(ex, mode, execute)
         except JudgeUnavailable as e:
             return Verdict("error", f"Your code was not run: {e}.")
+        except Cancelled:
+            return Verdict("cancelled", CANCELLED, sandbox=runs[-1].protections if runs else {})
         verdict = summarise(results, runs)
         if verdict.verdict == "passed" and mode == "submit" and ex.id in MODEL_PROOFS:
             verdict.model_proof = self.prove(ex, code, MODEL_PROOFS[ex.id])
@@ -200,7 +222,9 @@ def record(
         if v.verdict == "passed":
             _mark_passed(s, learner_id, exercise_id)
         s.commit()
-    status = {"timed_out": "timed_out", "error": "failed"}.get(v.verdict, "succeeded")
+    status = {"timed_out": "timed_out", "error": "failed", "cancelled": "cancelled"}.get(
+        v.verdict, "succeeded"
+    )
     ending = claims.Ending(
         status,
         result={

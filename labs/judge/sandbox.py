@@ -21,6 +21,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ from labs.judge.policy import SANDBOX_TMP, SECCOMP_DENY, Limits, bwrap_args
 
 START_TIMEOUT_S = 90.0  # importing torch on a loaded 2-core machine
 GRACE_S = 5.0  # past the wall time before the whole sandbox is killed from outside
+# How often a running submission looks whether it was cancelled (``should_stop``).
+CANCEL_POLL_S = 0.1
 # The sandbox's cgroup holds the zygote, bwrap's init and every child: room for a
 # fork-bombing child's full RLIMIT_NPROC and then some.
 CGROUP_TASKS_PER_NPROC = 2
@@ -41,6 +44,13 @@ REQUIRED = (
 )
 
 
+CANCELLED = "cancelled: your code was stopped"
+
+
+class Stopped(Exception):
+    """``should_stop`` said stop before the submission's child was started."""
+
+
 class JudgeUnavailable(RuntimeError):
     """The sandbox cannot be set up here; the message says why, for the learner."""
 
@@ -50,7 +60,7 @@ class Execution:
     """What one submission did. ``results`` holds one dict per call (value, error,
     seconds) or is None when the process produced none."""
 
-    status: str  # "ok", "timed_out" or "error"
+    status: str  # "ok", "timed_out", "cancelled" or "error"
     results: list[dict[str, Any]] | None
     output: str
     output_truncated: bool
@@ -98,14 +108,34 @@ class Judge:
         self._buffer = b""
         self._eof = False
         self._inside: dict[str, dict[str, Any]] = {}
+        # While the zygote is starting: when it must have said "ready" by.
+        self._ready_by: float | None = None
         self._cgroup = cgroups.Cgroup(detail="not started")
         self._lock = threading.Lock()
 
     # -- the sandbox's life ---------------------------------------------------
 
-    def start(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
+    def start(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Start the sandbox and wait for its zygote. A ``should_stop`` that answers
+        True meanwhile raises ``Stopped`` and leaves the sandbox starting: the next
+        submission waits for the rest of its start instead of paying for a new one."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._launch()
+        if self._ready_by is None:
             return
+        while (reply := self._reply(CANCEL_POLL_S)) is None and not self._eof:
+            if time.monotonic() > self._ready_by:
+                break
+            if should_stop is not None and should_stop():
+                raise Stopped
+        if reply is None or reply.get("op") != "ready":
+            why = (reply or {}).get("error") or self._stderr() or "no answer"
+            self.close()
+            raise JudgeUnavailable(f"the sandbox did not start: {why}")
+        self._inside, self._ready_by = reply["protections"], None
+
+    def _launch(self) -> None:
         if not self.bwrap:
             raise JudgeUnavailable("bubblewrap (bwrap) is not installed, so no code can run")
         seccomp_fd = _compile_seccomp()
@@ -128,12 +158,7 @@ class Judge:
             os.close(seccomp_fd)
             theirs.close()
         self._ctrl, self._buffer, self._eof = ours, b"", False
-        reply = self._reply(START_TIMEOUT_S)
-        if reply is None or reply.get("op") != "ready":
-            why = (reply or {}).get("error") or self._stderr() or "no answer"
-            self.close()
-            raise JudgeUnavailable(f"the sandbox did not start: {why}")
-        self._inside = reply["protections"]
+        self._ready_by = time.monotonic() + START_TIMEOUT_S
 
     def _stderr(self) -> str:
         proc = self._proc
@@ -155,6 +180,7 @@ class Judge:
             if self._proc.stderr is not None:
                 self._proc.stderr.close()
             self._proc = None
+        self._ready_by = None
         self._cgroup.remove()
 
     def _reply(self, timeout_s: float) -> dict[str, Any] | None:
@@ -213,12 +239,29 @@ class Judge:
         return p
 
     def run(
-        self, code: str, calls: list[tuple[str, tuple[Any, ...]]], limits: Limits | None = None
+        self,
+        code: str,
+        calls: list[tuple[str, tuple[Any, ...]]],
+        limits: Limits | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Execution:
-        """Run ``code`` and then each ``(function, args)`` call in a fresh child."""
+        """Run ``code`` and then each ``(function, args)`` call in a fresh child.
+
+        ``should_stop`` is asked every CANCEL_POLL_S while the child runs: once it
+        answers True the zygote kills the child's tree and the execution ends
+        ``cancelled``; the zygote stays warm for the next submission."""
         limits = limits or self.limits
+        stop = should_stop or _never
         with self._lock:
-            self.start()
+            try:
+                if stop():
+                    raise Stopped
+                self.start(stop)
+            except Stopped:
+                ended = {"enabled": True, "detail": "cancelled before any code ran"}
+                return Execution(
+                    "cancelled", None, "", False, 0, 0.0, CANCELLED, None, {"process_tree": ended}
+                )
             protections = self.protections(limits)
             missing = [k for k in REQUIRED if not protections.get(k, {}).get("enabled")]
             if missing:
@@ -227,26 +270,36 @@ class Judge:
                     "the sandbox lacks " + ", ".join(missing) + ": refusing to run"
                 )
             payload = wire.encode({"code": code, "calls": [[f, list(a)] for f, a in calls]})
-            return self._submit(payload, limits, protections)
+            return self._submit(payload, limits, protections, stop)
 
-    def _submit(self, payload: bytes, limits: Limits, protections: dict[str, Any]) -> Execution:
+    def _submit(
+        self,
+        payload: bytes,
+        limits: Limits,
+        protections: dict[str, Any],
+        should_stop: Callable[[], bool],
+    ) -> Execution:
         assert self._ctrl is not None
         payload_r, payload_w = os.pipe()
         out_r, out_w = os.pipe()
         res_r, res_w = os.pipe()
+        cancel_r, cancel_w = os.pipe()
         message = json.dumps({"op": "run", "limits": limits.for_child()}).encode() + b"\n"
-        fds = array.array("i", [payload_r, out_w, res_w])
+        fds = array.array("i", [payload_r, out_w, res_w, cancel_r])
         try:
             self._ctrl.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         finally:
-            for fd in (payload_r, out_w, res_w):
+            for fd in (payload_r, out_w, res_w, cancel_r):
                 os.close(fd)
         feeder = threading.Thread(target=_feed, args=(payload_w, payload), daemon=True)
         out, res = _Drain(out_r, limits.output_bytes), _Drain(res_r, limits.result_bytes)
         for t in (feeder, out, res):
             t.start()
         start = time.monotonic()
-        report = self._reply(limits.wall_s + GRACE_S)
+        try:
+            report = self._await_report(limits.wall_s + GRACE_S, cancel_w, should_stop)
+        finally:
+            os.close(cancel_w)
         if report is None:  # the zygote is gone or stuck: end the whole sandbox
             died = self._eof or self._proc is None or self._proc.poll() is not None
             self.close()
@@ -259,6 +312,29 @@ class Judge:
         for t in (feeder, out, res):
             t.join(timeout=GRACE_S)
         return self._outcome(report, out, res, limits, protections)
+
+    def _await_report(
+        self, timeout_s: float, cancel_w: int, should_stop: Callable[[], bool]
+    ) -> dict[str, Any] | None:
+        """The zygote's report on the running child, asking ``should_stop`` meanwhile;
+        once it says stop, the zygote is told (a byte on the cancel pipe) and gets
+        GRACE_S more to kill the tree and answer."""
+        deadline = time.monotonic() + timeout_s
+        cancelled = False
+        while True:
+            if not cancelled and should_stop():
+                cancelled = True
+                try:
+                    os.write(cancel_w, b"x")
+                except OSError:  # the zygote is done with this child already
+                    pass
+                deadline = min(deadline, time.monotonic() + GRACE_S)
+            left = deadline - time.monotonic()
+            report = self._reply(min(CANCEL_POLL_S, max(left, 0.0)))
+            if report is not None or self._eof or left <= 0:
+                return report
+            if self._proc is None or self._proc.poll() is not None:
+                return None
 
     def _outcome(
         self,
@@ -298,6 +374,9 @@ class Judge:
         if report.get("status") == "timed_out":
             e.status, e.message = "timed_out", f"stopped after the {limits.wall_s:g} s time limit"
             return e
+        if report.get("status") == "cancelled":
+            e.status, e.message = "cancelled", CANCELLED
+            return e
         if report.get("status") == "sandbox_died":
             e.status, e.message = (
                 "error",
@@ -317,6 +396,10 @@ class Judge:
             return e
         e.results = results
         return e
+
+
+def _never() -> bool:
+    return False
 
 
 def _exit_message(code: int | None) -> str:
