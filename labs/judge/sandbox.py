@@ -14,6 +14,7 @@ seccomp program, and it sees no database file, socket or project file.
 from __future__ import annotations
 
 import array
+import functools
 import json
 import os
 import shutil
@@ -138,6 +139,7 @@ class Judge:
     def _launch(self) -> None:
         if not self.bwrap:
             raise JudgeUnavailable("bubblewrap (bwrap) is not installed, so no code can run")
+        _remove_stale_cgroups()
         seccomp_fd = _compile_seccomp()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         args = bwrap_args(self.bwrap, seccomp_fd, theirs.fileno(), self.limits, os.geteuid() == 0)
@@ -396,6 +398,13 @@ class Judge:
             return e
         e.results = results
         return e
+
+
+@functools.cache
+def _remove_stale_cgroups() -> None:
+    """Once per process, before its first sandbox: the cgroups a SIGKILLed worker
+    left behind go (``cgroups.remove_stale``; idempotent, so a race is harmless)."""
+    cgroups.remove_stale()
 
 
 def _never() -> bool:
