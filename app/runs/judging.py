@@ -23,6 +23,7 @@ from app.db import ExerciseState, Submission, utcnow
 from app.exercises import load_exercises
 from app.runs import claims
 from app.settings import Settings
+from labs.judge.gpu import GpuAccess
 from labs.judge.policy import Limits
 from labs.judge.sandbox import Execution, Judge, JudgeUnavailable
 
@@ -59,8 +60,11 @@ class Grading:
     """Judges submissions for one worker: the exercises (loaded once) and one warm
     sandbox per worker thread."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, gpu: GpuAccess | None = None):
         self.settings = settings
+        # On a GPU worker, Triton exercises run compiled in a sandbox given this GPU
+        # (labs.judge.gpu); everything else runs without one.
+        self.gpu = gpu
         self._local = threading.local()
         self._judges: list[Judge] = []
         self._lock = threading.Lock()
@@ -72,10 +76,20 @@ class Grading:
                 self._exercises = dict(load_exercises(self.settings))
             return self._exercises
 
-    def judge(self) -> Judge:
-        j: Judge | None = getattr(self._local, "judge", None)
+    def use_gpu(self, cuda: bool) -> None:
+        """Called once the worker knows its device: find the GPU Triton exercises get."""
+        from labs.judge import gpu
+
+        self.gpu = gpu.detect(cuda_available=lambda: cuda) if cuda else None
+        log.info("judge GPU", extra={"gpu": self.gpu.nodes if self.gpu else None})
+
+    def judge(self, on_gpu: bool = False) -> Judge:
+        """This thread's warm sandbox: with the GPU (``on_gpu`` on a GPU worker) or not."""
+        key = "gpu" if on_gpu and self.gpu is not None else "cpu"
+        j: Judge | None = getattr(self._local, key, None)
         if j is None:
-            j = self._local.judge = Judge()
+            j = Judge(gpu=self.gpu if key == "gpu" else None)
+            setattr(self._local, key, j)
             with self._lock:
                 self._judges.append(j)
         return j
@@ -106,8 +120,10 @@ class Grading:
 
         stop = should_stop or (lambda: False)
 
+        judge = self.judge(on_gpu=ex.language == "triton")
+
         def execute(calls: list[Any]) -> list[Any]:
-            e = self.judge().run(code, [(c.function, tuple(c.args)) for c in calls], limits, stop)
+            e = judge.run(code, [(c.function, tuple(c.args)) for c in calls], limits, stop)
             runs.append(e)
             if e.status == "cancelled" or stop():
                 raise Cancelled

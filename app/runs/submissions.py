@@ -27,7 +27,7 @@ log = logging.getLogger("lowbit.runs")
 
 MAX_CODE_BYTES = 64 * 1024
 MODES = ("examples", "submit")
-SUBMISSION_QUEUE = "cpu"  # the judge runs on CPU workers (Triton under its interpreter)
+SUBMISSION_QUEUE = "cpu"  # every worker takes it; a GPU worker compiles Triton exercises
 # A submission's cost estimate (seconds): a fork in a warm sandbox and the grading
 # (~0.2 s measured, benchmarks/exercises.py), so it goes in the short lane; the
 # exercise's time limit bounds it.

@@ -145,6 +145,7 @@ class LabWorker:
         if self.gpus and info.get("torch_cuda"):
             # The server counts through NVML, which leaves CUDA uninitialised for its children.
             self.device = "cuda" if int(info.get("cuda_devices") or 0) > 0 else "cpu"
+        self.grading.use_gpu(self.device == "cuda")  # Triton exercises compile there
         if "gpu" in self.queues and self.device != "cuda":
             log.warning("no usable GPU: this worker will not take the gpu queue")
             self.queues = [q for q in self.queues if q != "gpu"]

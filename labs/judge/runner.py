@@ -162,6 +162,20 @@ def _read_all(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _on_device(v: Any, device: str) -> Any:
+    """``v`` with every tensor in it moved to ``device`` (the results come back to the
+    CPU in ``wire.encode``)."""
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return v.to(device)
+    if isinstance(v, list | tuple):
+        return type(v)(_on_device(x, device) for x in v)
+    if isinstance(v, dict):
+        return {k: _on_device(x, device) for k, x in v.items()}
+    return v
+
+
 def child_main(control_fd: int, fds: list[int], limits: dict[str, Any]) -> None:
     """One submission. Never returns: exits the process."""
     payload_r, out_w, result_w = fds
@@ -184,6 +198,8 @@ def child_main(control_fd: int, fds: list[int], limits: dict[str, Any]) -> None:
         code, calls = request["code"], request["calls"]
     except Exception:  # noqa: BLE001 - the worker wrote it; report, never run
         os._exit(EXIT_BAD_PAYLOAD)
+    if limits.get("device") == "cuda":  # a GPU worker: the learner's kernels get CUDA tensors
+        calls = [[function, _on_device(args, "cuda")] for function, args in calls]
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)

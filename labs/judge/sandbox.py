@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labs.judge import cgroups, wire
+from labs.judge.gpu import GpuAccess
 from labs.judge.policy import SANDBOX_TMP, SECCOMP_DENY, Limits, bwrap_args
 
 START_TIMEOUT_S = 90.0  # importing torch on a loaded 2-core machine
@@ -101,8 +102,11 @@ def _feed(fd: int, data: bytes) -> None:
 class Judge:
     """One warm sandbox. Not thread-safe by design: one submission at a time."""
 
-    def __init__(self, limits: Limits | None = None, bwrap: str | None = None):
+    def __init__(
+        self, limits: Limits | None = None, bwrap: str | None = None, gpu: GpuAccess | None = None
+    ):
         self.limits = limits or Limits()
+        self.gpu = gpu  # a Triton sandbox on a GPU worker (labs.judge.gpu); else none
         self.bwrap = (shutil.which("bwrap") or "") if bwrap is None else bwrap
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
@@ -142,7 +146,9 @@ class Judge:
         _remove_stale_cgroups()
         seccomp_fd = _compile_seccomp()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        args = bwrap_args(self.bwrap, seccomp_fd, theirs.fileno(), self.limits, os.geteuid() == 0)
+        args = bwrap_args(
+            self.bwrap, seccomp_fd, theirs.fileno(), self.limits, os.geteuid() == 0, self.gpu
+        )
         lim = self.limits
         self._cgroup = cgroups.create(lim.address_space_bytes, lim.nproc * CGROUP_TASKS_PER_NPROC)
         args = self._cgroup.wrap(args)
@@ -227,9 +233,15 @@ class Judge:
             "rlimits": {
                 "enabled": True,
                 "detail": f"CPU {limits.cpu_s} s, address space "
-                f"{limits.address_space_bytes // 2**20} MiB, {limits.nproc} tasks, "
+                + (
+                    "unlimited (CUDA reserves its own; the cgroup bounds memory)"
+                    if self.gpu is not None
+                    else f"{limits.address_space_bytes // 2**20} MiB"
+                )
+                + f", {limits.nproc} tasks, "
                 f"files {limits.file_bytes // 2**20} MiB, {limits.nofile} open files",
             },
+            "gpu": _gpu_protection(self.gpu),
             "wall_time": {
                 "enabled": True,
                 "detail": f"{limits.wall_s:g} s, then the tree is killed",
@@ -286,7 +298,7 @@ class Judge:
         out_r, out_w = os.pipe()
         res_r, res_w = os.pipe()
         cancel_r, cancel_w = os.pipe()
-        message = json.dumps({"op": "run", "limits": limits.for_child()}).encode() + b"\n"
+        message = json.dumps({"op": "run", "limits": self._for_child(limits)}).encode() + b"\n"
         fds = array.array("i", [payload_r, out_w, res_w, cancel_r])
         try:
             self._ctrl.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
@@ -314,6 +326,14 @@ class Judge:
         for t in (feeder, out, res):
             t.join(timeout=GRACE_S)
         return self._outcome(report, out, res, limits, protections)
+
+    def _for_child(self, limits: Limits) -> dict[str, Any]:
+        child: dict[str, Any] = dict(limits.for_child())
+        if self.gpu is not None:
+            # CUDA reserves far more address space than it uses and fails under any
+            # RLIMIT_AS; the sandbox's cgroup bounds the memory instead.
+            child.update({"as": -1, "device": "cuda"})
+        return child
 
     def _await_report(
         self, timeout_s: float, cancel_w: int, should_stop: Callable[[], bool]
@@ -398,6 +418,14 @@ class Judge:
             return e
         e.results = results
         return e
+
+
+def _gpu_protection(gpu: GpuAccess | None) -> dict[str, Any]:
+    """What the sandbox sees of the GPU ("enabled" means: confined to its device)."""
+    if gpu is None:
+        return {"enabled": True, "detail": "no GPU device; Triton runs in its interpreter"}
+    nodes = ", ".join(inside for _host, inside in gpu.nodes)
+    return {"enabled": True, "detail": f"only {nodes}; Triton compiles for the GPU"}
 
 
 @functools.cache
