@@ -280,6 +280,28 @@ def test_cancelling_a_running_submission_stops_it_at_once(live: Stack) -> None:
     assert judged(c, "def solve(x):\n    return x + 1\n")["status"] == "passed"
 
 
+def test_a_stopping_worker_hands_a_running_submission_back(live: Stack) -> None:
+    """Two SIGTERMs stop a worker at once: the submission's code is stopped as for a
+    cancel, but the learner did not ask, so it goes back to the queue (not cancelled)
+    and the next worker judges it."""
+    c = live.learner()
+    live.stop_workers(first=1)  # one worker, so nothing takes the submission it hands back
+    assert live.worker is not None
+    sid = submit(c, attack("import time\ntime.sleep(1.5)\nreturn x + 1\n"))
+    wait_for(lambda: live.run_row(sid).status == "running", 90, "it never started", every=0.05)
+    live.worker.stop(signals=2)
+    row = live.run_row(sid)
+    assert row.status == "queued" and row.attempts == 0, (row.status, row.attempts)
+    assert c.get(f"/api/submissions/{sid}").json()["status"] == "queued"
+    live.ensure_running()
+
+    def done() -> dict[str, Any] | None:
+        sub: dict[str, Any] = c.get(f"/api/submissions/{sid}").json()
+        return sub if sub["status"] in FINAL else None
+
+    assert wait_for(done, timeout=90, message="never judged again")["status"] == "passed"
+
+
 def test_twenty_gib_fails_inside_the_sandbox(live: Stack) -> None:
     sub = judged(live.learner(), attack("return len(bytearray(20 * 2**30))"))
     assert sub["status"] == "failed" and "MemoryError" in sub["tests"][0]["message"]
