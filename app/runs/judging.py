@@ -78,9 +78,17 @@ class Grading:
 
     def use_gpu(self, cuda: bool) -> None:
         """Called once the worker knows its device: find the GPU Triton exercises get."""
-        from labs.judge import gpu
+        from labs.judge import cgroups, gpu
 
         self.gpu = gpu.detect(cuda_available=lambda: cuda) if cuda else None
+        if self.gpu is not None:
+            # CUDA runs without an address-space limit: only a cgroup bounds its memory.
+            probe = cgroups.create(2**30, 64)
+            can = probe.enabled
+            probe.remove()
+            if not can:
+                log.warning("no cgroup for a GPU sandbox: Triton stays interpreted")
+                self.gpu = None
         log.info("judge GPU", extra={"gpu": self.gpu.nodes if self.gpu else None})
 
     def judge(self, on_gpu: bool = False) -> Judge:

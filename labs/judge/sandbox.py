@@ -278,6 +278,8 @@ class Judge:
                 )
             protections = self.protections(limits)
             missing = [k for k in REQUIRED if not protections.get(k, {}).get("enabled")]
+            if self.gpu is not None and not self._cgroup.enabled:
+                missing.append("cgroup (a GPU sandbox has no address-space limit)")
             if missing:
                 self.close()
                 raise JudgeUnavailable(

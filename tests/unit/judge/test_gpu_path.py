@@ -165,3 +165,32 @@ def test_a_gpu_sandbox_shows_exactly_its_nodes(tmp_path: Path) -> None:
         assert got[other] == "ENOENT", got
     assert "Triton compiles" in e.protections["gpu"]["detail"]
     assert "unlimited" in e.protections["rlimits"]["detail"]
+
+
+def test_a_gpu_worker_without_cgroups_keeps_triton_interpreted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without an address-space limit only a cgroup bounds a GPU sandbox's memory: a
+    worker that cannot make one gives Triton exercises no GPU."""
+    from app.runs.judging import Grading
+    from app.settings import ROOT, Settings
+    from labs.judge import cgroups
+
+    fake = GpuAccess(nodes=(("/dev/null", "/dev/nvidiactl"),), libcuda_dir="/usr/lib", index=0)
+    monkeypatch.setattr(gpu, "detect", lambda **_: fake)
+    g = Grading(Settings(env="test", content_dir=ROOT / "content"))
+    monkeypatch.setattr(cgroups, "create", lambda *_: cgroups.Cgroup(detail="not available"))
+    g.use_gpu(True)
+    assert g.gpu is None and g.judge(on_gpu=True).gpu is None
+    made: list[cgroups.Cgroup] = []
+
+    def create(*_: object) -> cgroups.Cgroup:
+        made.append(cgroups.Cgroup([Path("/nonexistent")], "v1"))
+        return made[-1]
+
+    monkeypatch.setattr(cgroups, "create", create)
+    g.use_gpu(True)
+    assert g.gpu == fake and g.judge(on_gpu=True).gpu == fake and g.judge().gpu is None
+    assert made and not made[0].dirs  # the probe was removed
+    g.use_gpu(False)
+    assert g.gpu is None
