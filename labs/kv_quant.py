@@ -15,10 +15,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Concept, Context, Lab, LabResult, NeedsGPU
-from labs.headline import Tile, readable, tile
 from labs.lm import spec
 from labs.lm.interval_text import interval_tile, noise_words, perplexity_change, pm
 from labs.lm.session import ModelParams, field_error
+from labs.viz.tiles import Tile, readable, tile
 
 Granularity = Literal["per-tensor", "per-head", "per-token", "kivi"]
 POSITION_BINS = 8
@@ -180,7 +180,7 @@ def _position_bins(tot: Any) -> tuple[list[PositionBin], dict[str, float | int |
 
 def present(r: KVQuantResult, params: KVQuantParams, ctx: Context) -> None:
     """KL by position (figure and table), then the KL and the cache's bits per value."""
-    from labs.model_charts import band_line
+    from labs.viz.model_charts import band_line
 
     bins = r.kl_by_position
 
@@ -208,7 +208,7 @@ def present(r: KVQuantResult, params: KVQuantParams, ctx: Context) -> None:
 
 
 def _span(iv: list[float]) -> str:
-    from labs.headline import readable
+    from labs.viz.tiles import readable
 
     return f"{readable(iv[0])} to {readable(iv[1])}"
 

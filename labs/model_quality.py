@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Concept, Context, Lab, LabResult, NeedsGPU
-from labs.headline import Tile, readable, readable_bytes, tile
 from labs.lm import spec
 from labs.lm.interval_text import interval_tile, perplexity_change, pm
 from labs.lm.session import WeightParams, field_error
+from labs.viz.tiles import Tile, readable, readable_bytes, tile
 
 MAX_KEEP = 64
 SAMPLE_TOKENS = 24
@@ -191,7 +191,7 @@ def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
     """SQNR by kind of weight, whiskers from its worst to its best layer: 28 bars of
     dotted names did not read, and a layer x kind colour grid painted 0.1 dB of noise as
     contrast."""
-    from labs.model_charts import interval_bars
+    from labs.viz.model_charts import interval_bars
 
     shown = [r for r in rows if r.quantized and r.sqnr_db is not None]
     if not shown:

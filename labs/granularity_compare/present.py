@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from labs.base import Context
 from labs.granularity_compare.compute import Comparison, outlier_count
 from labs.granularity_compare.model import DB_PER_BIT, PERCENT, Params, Result
-from labs.headline import Tile, readable, tile
+from labs.viz.tiles import Tile, readable, tile
 
 if TYPE_CHECKING:
     pass
@@ -105,7 +105,7 @@ def _metrics(r: Result, ctx: Context) -> None:
 
 
 def _plots(comparison: Comparison, ctx: Context) -> None:
-    from labs import charts, plots
+    from labs.viz import charts
 
     r = comparison.result
     tensor = r.rows[0].error
@@ -147,7 +147,7 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
     if comparison.centres:
         ctx.plot(
             "Distribution of |error| per granularity",
-            plots.line_chart(
+            charts.line_chart(
                 {name: (comparison.centres, share) for name, share in comparison.shares.items()},
                 title=f"{r.format}: error histogram per granularity",
                 x_label="log2 |dequantized − value|",
@@ -162,7 +162,7 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
         )
     ctx.plot(
         "SQNR per granularity",
-        plots.bar_chart(
+        charts.bar_chart(
             [g.granularity for g in r.rows],
             [g.error.sqnr_db or 0.0 for g in r.rows],
             title=f"{r.format}: SQNR by scale granularity",

@@ -50,7 +50,8 @@ class Params(ModelOnGpuParams):
         default=1, description="GPUs the model and its KV cache are split across."
     )
     block_size: BlockSize = Field(
-        default=16, description="Tokens per KV cache block (vLLM default 16)."
+        default=memory.VLLM_KV_BLOCK_TOKENS,
+        description="Tokens per KV cache block (vLLM default 16).",
     )
     gpu_memory_utilization: float = Field(
         default=DEFAULT_GPU_MEMORY_UTILIZATION,

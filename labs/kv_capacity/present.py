@@ -9,15 +9,15 @@ from typing import Any
 from labs import memory
 from labs.base import Context
 from labs.gpus import GPU, get_gpu
-from labs.headline import Tile, readable, tile
 from labs.kv_capacity.compute import Sizing
 from labs.kv_capacity.model import Params, Result
 from labs.memory import gb
 from labs.models import get_model
+from labs.viz.tiles import Tile, readable, tile
 
 
 def _memory_figure(r: Result, p: Params, gpu: GPU, ctx: Context) -> None:
-    from labs.charts import memory_plot
+    from labs.viz.charts import memory_plot
 
     capacity = memory.gpu_capacity_bytes(gpu, p.capacity_basis)
     in_use = min(r.allocated_blocks_at_peak * r.block_bytes, max(0, r.pool_bytes_per_gpu))
@@ -84,13 +84,13 @@ def present(sizing: Sizing, p: Params, ctx: Context) -> None:
         )
     ctx.metric("fp8_max_concurrent_requests", fp8.max_concurrent_requests, "requests")
 
-    from labs import plots
+    from labs.viz import charts
 
     curves = sizing.curves
     xs = next(iter(curves.values()))[0]
     ctx.plot(
         "Concurrent requests vs prompt length",
-        plots.line_chart(
+        charts.line_chart(
             curves,
             title=f"{model.name}, {p.output_tokens} output tokens",
             x_label="prompt tokens",

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Concept, Context
-from labs.headline import Tile, readable, tile
 from labs.lm.interval_text import interval_tile, noise_phrase, pm, relative
 from labs.quant_algorithms.model import QuantAlgorithmsParams, QuantAlgorithmsResult
+from labs.viz.tiles import Tile, readable, tile
 
 Result = Mapping[str, Any]
 # What AWQ exploits: in billion-parameter LLMs a few input channels are ~100× the median
@@ -164,7 +164,7 @@ def quant_algorithms_concept(r: Result, metric: str) -> Concept | None:
 
 def present(r: QuantAlgorithmsResult, params: QuantAlgorithmsParams, ctx: Context) -> None:
     """Each method's held-out KL, the calibration vs held-out table and the bars."""
-    from labs.model_charts import interval_bars
+    from labs.viz.model_charts import interval_bars
 
     fmt_label, results, best = r.format, r.methods, r.best_method
     for m, res in results.items():

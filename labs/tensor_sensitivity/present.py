@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Concept, Context
-from labs.headline import Tile, readable, tile
 from labs.lm.interval_text import pm, relative
 from labs.tensor_sensitivity.model import (
     Point,
@@ -15,6 +14,7 @@ from labs.tensor_sensitivity.model import (
     TensorSensitivityParams,
     TensorSensitivityResult,
 )
+from labs.viz.tiles import Tile, readable, tile
 
 Stored = Mapping[str, Any]  # a stored result (JSON)
 
@@ -54,8 +54,8 @@ def finding(r: Stored) -> str:
 
 
 def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) -> None:
-    from labs.headline import readable
-    from labs.model_charts import interval_bars
+    from labs.viz.model_charts import interval_bars
+    from labs.viz.tiles import readable
 
     ctx.plot(
         "KL caused by each unit alone",
@@ -89,7 +89,7 @@ def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) 
 
 def _present_points(ctx: Context, uniform: list[Point], mixed: Point, base: Point) -> None:
     """The size-vs-KL plot: the mix, its base and the uniform formats, each named."""
-    from labs.model_charts import labelled_points
+    from labs.viz.model_charts import labelled_points
 
     points = [mixed, base, *uniform]
     ctx.plot(
