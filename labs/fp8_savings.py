@@ -28,11 +28,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from labs import memory
 from labs.base import Context, Lab, LabResult, NeedsGPU
-from labs.gpus import GPU, get_gpu
-from labs.memory import CapacityBasis, ContextTokens, ModelOnGpuParams, TensorParallel, gb
-from labs.models import ModelConfig, get_model
+from labs.catalog import memory, roofline
+from labs.catalog.gpus import GPU, get_gpu
+from labs.catalog.memory import CapacityBasis, gb
+from labs.catalog.models import ModelConfig, get_model
+from labs.catalog.params import ContextTokens, ModelOnGpuParams, TensorParallel
 
 MAX_BATCH = 4096
 PLOT_POINTS = 24
@@ -58,13 +59,13 @@ class Params(ModelOnGpuParams):
         description="Per-token latency target: the most one decode step may take, ms.",
     )
     bandwidth_efficiency: float = Field(
-        default=memory.DEFAULT_BANDWIDTH_EFFICIENCY,
+        default=roofline.DEFAULT_BANDWIDTH_EFFICIENCY,
         gt=0,
         le=1,
         description="Share of peak DRAM bandwidth decode kernels reach.",
     )
     step_overhead_ms: float = Field(
-        default=memory.DEFAULT_STEP_OVERHEAD_MS,
+        default=roofline.DEFAULT_STEP_OVERHEAD_MS,
         ge=0,
         le=1000,
         description="Fixed per-step cost in ms (launches, sampling, scheduling, all-reduce latency).",
@@ -138,8 +139,8 @@ def _max_batch(p: Params, model: ModelConfig, gpu: GPU, weight_format: str, kv_d
 
 def _step(
     p: Params, model: ModelConfig, gpu: GPU, weight_format: str, kv_dtype: str, batch: int
-) -> memory.DecodeStep:
-    return memory.decode_step(
+) -> roofline.DecodeStep:
+    return roofline.decode_step(
         model,
         gpu,
         weight_format=weight_format,
@@ -174,7 +175,7 @@ def _scenario(
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if (
-            _step(p, model, gpu, weight_format, kv_dtype, mid).seconds * memory.MS_PER_S
+            _step(p, model, gpu, weight_format, kv_dtype, mid).seconds * roofline.MS_PER_S
             <= p.latency_target_ms
         ):
             lo = mid
@@ -186,18 +187,18 @@ def _scenario(
         name=name,
         weight_format=weight_format,
         kv_dtype=kv_dtype,
-        compute_dtype=memory.compute_dtype(gpu, weight_format),
+        compute_dtype=roofline.compute_dtype(gpu, weight_format),
         weights_bytes_per_gpu=budget.weights,
         kv_bytes_per_gpu=budget.kv_cache,
         total_gb_per_gpu=gb(budget.total),
         fits=budget.fits,
         step_weight_bytes=step.weight_bytes,
         step_kv_bytes=step.kv_bytes,
-        step_ms=step.seconds * memory.MS_PER_S if budget.fits else None,
+        step_ms=step.seconds * roofline.MS_PER_S if budget.fits else None,
         bound=step.bound if budget.fits else None,
         tokens_per_s=p.batch / step.seconds if budget.fits else None,
         max_batch=max_b,
-        step_ms_at_max_batch=at_max.seconds * memory.MS_PER_S if at_max else None,
+        step_ms_at_max_batch=at_max.seconds * roofline.MS_PER_S if at_max else None,
         tokens_per_s_at_max_batch=max_b / at_max.seconds if at_max else None,
         best_batch_under_target=best,
         tokens_per_s_under_target=best / best_step if best_step else 0.0,
@@ -252,7 +253,7 @@ def _curves(
         s.name: (
             [b for b in xs if b <= s.max_batch],
             [
-                _step(p, model, gpu, s.weight_format, s.kv_dtype, b).seconds * memory.MS_PER_S
+                _step(p, model, gpu, s.weight_format, s.kv_dtype, b).seconds * roofline.MS_PER_S
                 for b in xs
                 if b <= s.max_batch
             ],

@@ -12,7 +12,7 @@ must be ready for.
 Waiting: by Little's law the mean number of requests in service is
 arrival rate × time in service. Time in service is ``request_seconds`` or,
 when 0, ``output_tokens`` decode steps from the memory-bound roofline of
-``labs.memory.decode_step`` at that occupancy. If the occupancy the load
+``labs.catalog.memory.decode_step`` at that occupancy. If the occupancy the load
 needs exceeds the requests the cache can hold, requests wait for blocks.
 """
 
@@ -24,20 +24,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from labs import memory
 from labs.base import Context, Lab, LabResult, NeedsGPU
-from labs.gpus import GPU, get_gpu
-from labs.memory import (
-    CapacityBasis,
-    KvDtype,
-    ModelOnGpuParams,
-    RegistryModel,
-    TensorParallel,
-    WeightFormatKey,
-    gb,
-    gib,
-)
-from labs.models import ModelConfig, get_model
+from labs.catalog import memory, roofline
+from labs.catalog.formats import KvDtype, WeightFormatKey
+from labs.catalog.gpus import GPU, get_gpu
+from labs.catalog.memory import CapacityBasis, gb, gib
+from labs.catalog.models import ModelConfig, get_model
+from labs.catalog.params import ModelOnGpuParams, RegistryModel, TensorParallel
 from labs.presenters import headlines
 
 # vLLM's default share of device memory for weights + activations + KV cache.
@@ -216,7 +209,7 @@ def _request_seconds(
     p: Params, model: ModelConfig, gpu: GPU, concurrency: int
 ) -> tuple[float, float]:
     """(seconds a request is in service, decode step seconds) at ``concurrency`` sequences."""
-    step = memory.decode_step(
+    step = roofline.decode_step(
         model,
         gpu,
         weight_format=p.weight_format,
@@ -326,7 +319,7 @@ def size(params: Params) -> Sizing:
         evictable_blocks_after_peak=evictable,
         request_seconds=p.request_seconds or p.output_tokens * step_s,
         request_seconds_estimated=p.request_seconds == 0,
-        decode_step_ms_at_peak=step_at_peak * memory.MS_PER_S,
+        decode_step_ms_at_peak=step_at_peak * roofline.MS_PER_S,
         occupancy_needed=occupancy,
         cache_utilization=utilization,
         requests_wait=utilization is None or utilization > 1,

@@ -2,27 +2,20 @@
 
 Weights by tensor kind (from the real config), the KV cache for a batch at a
 context length, and a runtime allowance, per GPU under tensor parallelism,
-against the card's capacity. Accounting rules: ``labs.memory``.
+against the card's capacity. Accounting rules: ``labs.catalog.memory``.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from labs import memory
 from labs.base import Context, Lab, LabResult, NeedsGPU
-from labs.gpus import get_gpu
-from labs.memory import (
-    CapacityBasis,
-    ContextTokens,
-    KvDtype,
-    ModelOnGpuParams,
-    TensorParallel,
-    WeightFormatKey,
-    gb,
-    gib,
-)
-from labs.models import TPRule, get_model, param_counts, tensor_groups
+from labs.catalog import memory
+from labs.catalog.formats import KvDtype, WeightFormatKey
+from labs.catalog.gpus import get_gpu
+from labs.catalog.memory import CapacityBasis, gb, gib
+from labs.catalog.models import TPRule, get_model, param_counts, tensor_groups
+from labs.catalog.params import ContextTokens, ModelOnGpuParams, TensorParallel
 from labs.presenters import headlines
 
 MAX_BATCH = 4096

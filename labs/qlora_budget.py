@@ -33,21 +33,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from labs import memory
 from labs.base import Context, Lab, LabResult, NeedsGPU
-from labs.gpus import GPU, get_gpu
-from labs.memory import (
-    BITS_PER_BYTE,
-    NF4_BLOCK,
-    CapacityBasis,
-    ContextTokens,
-    ModelOnGpuParams,
-    RegistryGpu,
-    RegistryModel,
-    gb,
-    gib,
-)
-from labs.models import ModelConfig, get_model, linear_shapes, tensor_groups
+from labs.catalog import memory
+from labs.catalog.formats import BITS_PER_BYTE, NF4_BLOCK
+from labs.catalog.gpus import GPU, get_gpu
+from labs.catalog.memory import CapacityBasis, gb, gib
+from labs.catalog.models import ModelConfig, get_model, linear_shapes, tensor_groups
+from labs.catalog.params import ContextTokens, ModelOnGpuParams, RegistryGpu, RegistryModel
 from labs.presenters import headlines
 
 NF4_BITS = 4

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from labs import memory
 from labs.base import Context, Lab, NeedsGPU
+from labs.catalog import memory
 from labs.hardware.host_memory import reset_peak_rss, rss_bytes, trim_heap
 from labs.presenters import headlines
 from labs.presenters.vram_observe import present

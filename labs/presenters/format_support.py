@@ -4,9 +4,9 @@ sources, the bytes and speed bounds, and the verdict in words."""
 from __future__ import annotations
 
 from labs.base import Context
-from labs.format_rules import PATH_MEANING, RULES
+from labs.catalog.kernel_paths import PATH_MEANING, RULES
+from labs.catalog.models import get_model
 from labs.format_support import Result
-from labs.models import get_model
 
 
 def present(result: Result, detection_log: list[str], ctx: Context) -> None:

@@ -8,11 +8,11 @@ import re
 import pytest
 
 from app.settings import ROOT
-from labs import facts
+from labs.catalog import facts
+from labs.catalog.gpus import get_gpu
 from labs.figures import DRAWN_WITH_ATTR, FIGURES, FINGERPRINT_ATTR
 from labs.figures.data import block_segments, kv_block_tokens, ridge_point
 from labs.figures.svg import PALETTE, read_root_attr
-from labs.gpus import get_gpu
 from labs.quant.spec import SPECS, FormatKey
 
 FIGURE_DIR = ROOT / "content" / "figures"

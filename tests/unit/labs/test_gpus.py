@@ -6,7 +6,7 @@ from typing import get_args
 
 import pytest
 
-from labs.gpus import GPUS, GpuId, get_gpu
+from labs.catalog.gpus import GPUS, GpuId, get_gpu
 
 
 def test_registry_ids_match_the_literal_used_by_lab_params():

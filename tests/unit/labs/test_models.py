@@ -6,8 +6,8 @@ from typing import get_args
 
 import pytest
 
-from labs import memory
-from labs.models import (
+from labs.catalog import memory
+from labs.catalog.models import (
     MODELS,
     ModelId,
     active_param_count,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from labs import memory
-from labs.models import get_model
+from labs.catalog import roofline
+from labs.catalog.models import get_model
 
 BYTES_PER_GB = 10**9
 
@@ -125,7 +125,7 @@ def moe_expected_active_experts(model: str, tokens: int) -> float:
     function ``expected_active_experts`` covers registry models only). Decode at small
     batch reads only these experts."""
     shape = moe_shape(model)
-    return memory.expected_distinct_experts(shape.experts, shape.top_k, tokens)
+    return roofline.expected_distinct_experts(shape.experts, shape.top_k, tokens)
 
 
 def moe_balancedness(

@@ -13,66 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from labs import memory
-from labs.claims import CLAIM_FACTS
-from labs.gpus import get_gpu
-from labs.models import active_param_count, get_model
-from labs.models import param_count as _param_count
-
-
-@dataclass(frozen=True)
-class FloatEncoding:
-    """A binary floating-point format: sign + ``exponent_bits`` + ``mantissa_bits``.
-
-    ``specials`` says how the top exponent code is used:
-    ``ieee`` — reserved for Inf/NaN (fp32, tf32, bf16, fp16, fp8_e5m2);
-    ``fn`` — finite, only the all-ones mantissa is NaN (fp8_e4m3, OCP "E4M3FN");
-    ``finite`` — no Inf/NaN at all (the OCP MX fp6/fp4 element types).
-    """
-
-    exponent_bits: int
-    mantissa_bits: int
-    specials: str
-    storage_bits: int
-
-    @property
-    def bias(self) -> int:
-        return 2 ** (self.exponent_bits - 1) - 1
-
-    @property
-    def max(self) -> float:
-        top_exponent_code = 2**self.exponent_bits - 1
-        ulp = 2.0**-self.mantissa_bits
-        if self.specials == "ieee":
-            return (2 - ulp) * 2.0 ** (top_exponent_code - 1 - self.bias)
-        if self.specials == "fn":
-            return (2 - 2 * ulp) * 2.0 ** (top_exponent_code - self.bias)
-        return (2 - ulp) * 2.0 ** (top_exponent_code - self.bias)
-
-    @property
-    def min_normal(self) -> float:
-        return 2.0 ** (1 - self.bias)
-
-
-FLOAT_DTYPES: dict[str, FloatEncoding] = {
-    "fp32": FloatEncoding(8, 23, "ieee", 32),
-    # TF32 is fp32 in registers; tensor cores read 1 + 8 + 10 = 19 significant bits.
-    "tf32": FloatEncoding(8, 10, "ieee", 19),
-    "bf16": FloatEncoding(8, 7, "ieee", 16),
-    "fp16": FloatEncoding(5, 10, "ieee", 16),
-    "fp8_e4m3": FloatEncoding(4, 3, "fn", 8),
-    "fp8_e5m2": FloatEncoding(5, 2, "ieee", 8),
-    "fp6_e2m3": FloatEncoding(2, 3, "finite", 6),
-    "fp6_e3m2": FloatEncoding(3, 2, "finite", 6),
-    "fp4_e2m1": FloatEncoding(2, 1, "finite", 4),
-}
-
-# Signed two's-complement integers; "max" is the largest positive value, the
-# one symmetric quantizers map amax to (int8 → 127, int4 → 7).
-INT_DTYPE_BITS: dict[str, int] = {"int8": 8, "int4": 4}
+from labs.catalog import formats, memory, roofline
+from labs.catalog.facts.claims import CLAIM_FACTS
+from labs.catalog.facts.floats import FLOAT_DTYPES, INT_DTYPE_BITS, FloatEncoding
+from labs.catalog.gpus import get_gpu
+from labs.catalog.models import active_param_count, get_model
+from labs.catalog.models import param_count as _param_count
 
 
 def bits_per_value(
@@ -152,8 +100,8 @@ def weight_bytes(model: str, weight_format: str) -> int:
 
 def kv_bytes_per_token(model: str, kv_dtype: str) -> int:
     """Bytes of K and V per token, all layers (Llama 3.1 70B, bf16 → 327,680)."""
-    if kv_dtype not in memory.KV_DTYPE_BYTES:
-        raise KeyError(f"unknown kv_dtype {kv_dtype!r}; known: {', '.join(memory.KV_DTYPE_BYTES)}")
+    if kv_dtype not in formats.KV_DTYPE_BYTES:
+        raise KeyError(f"unknown kv_dtype {kv_dtype!r}; known: {', '.join(formats.KV_DTYPE_BYTES)}")
     return memory.kv_bytes_per_token(get_model(model), kv_dtype)
 
 
@@ -178,8 +126,8 @@ def compute_capability(gpu: str) -> float:
 
 
 def _check_weight_format(weight_format: str) -> None:
-    if weight_format not in memory.WEIGHT_FORMATS:
-        known = ", ".join(memory.WEIGHT_FORMATS)
+    if weight_format not in formats.WEIGHT_FORMATS:
+        known = ", ".join(formats.WEIGHT_FORMATS)
         raise KeyError(f"unknown weight_format {weight_format!r}; known: {known}")
 
 
@@ -320,7 +268,7 @@ def weight_bytes_read_per_step(
     of ``batch`` tokens is expected to touch. Llama 3.1 8B at batch 1: bf16 → 15.01e9,
     int4 → 4.65e9 bytes (the stored sizes are 16.06e9 and 5.70e9)."""
     _check_weight_format(weight_format)
-    return memory.weight_bytes_read_per_step(
+    return roofline.weight_bytes_read_per_step(
         get_model(model), weight_format, tensor_parallel, batch
     )
 
@@ -340,12 +288,12 @@ def mla_kv_bytes_per_token(model: str, kv_dtype: str = "bf16", tensor_parallel: 
     ``tensor_parallel`` is (DeepSeek-V3, bf16 → 70,272 at TP 1 and at TP 8)."""
     if model not in MLA_CACHE_SHAPES:
         raise KeyError(f"unknown MLA model {model!r}; known: {', '.join(MLA_CACHE_SHAPES)}")
-    if kv_dtype not in memory.KV_DTYPE_BYTES:
-        raise KeyError(f"unknown kv_dtype {kv_dtype!r}; known: {', '.join(memory.KV_DTYPE_BYTES)}")
+    if kv_dtype not in formats.KV_DTYPE_BYTES:
+        raise KeyError(f"unknown kv_dtype {kv_dtype!r}; known: {', '.join(formats.KV_DTYPE_BYTES)}")
     if tensor_parallel < 1:
         raise ValueError(f"tensor_parallel must be at least 1, not {tensor_parallel}")
     layers, latent, rope = MLA_CACHE_SHAPES[model]
-    return round(layers * (latent + rope) * memory.KV_DTYPE_BYTES[kv_dtype])
+    return round(layers * (latent + rope) * formats.KV_DTYPE_BYTES[kv_dtype])
 
 
 def decode_step_ms(
@@ -374,7 +322,7 @@ def decode_step_ms(
         raise KeyError(f"unknown part {what!r}; known: {', '.join(STEP_WHAT)}")
     _check_weight_format(weight_format)
     spec, device = get_model(model), get_gpu(gpu)
-    step = memory.decode_step(
+    step = roofline.decode_step(
         spec,
         device,
         weight_format=weight_format,
@@ -384,30 +332,30 @@ def decode_step_ms(
         context_tokens=context_tokens,
     )
     kv_token = memory.kv_bytes_per_token(spec, kv_dtype, tensor_parallel)
-    weights = memory.weight_bytes_read_per_step(
+    weights = roofline.weight_bytes_read_per_step(
         spec, weight_format, tensor_parallel, batch + chunk_tokens
     )
     read = weights + step.kv_bytes + (chunk_offset + chunk_tokens) * kv_token
-    memory_s = read / (device.bandwidth_bytes_per_s * memory.DEFAULT_BANDWIDTH_EFFICIENCY)
+    memory_s = read / (device.bandwidth_bytes_per_s * roofline.DEFAULT_BANDWIDTH_EFFICIENCY)
     vocab_matrices = 1 if spec.tie_word_embeddings else 2
     chunk_params = active_param_count(spec) - vocab_matrices * spec.vocab_size * spec.hidden_size
     causal_pairs = chunk_tokens * chunk_offset + chunk_tokens * (chunk_tokens + 1) / 2
     chunk_flops = (
-        memory.FLOPS_PER_MAC * chunk_params * chunk_tokens
-        + memory.ATTENTION_MATMULS
-        * memory.FLOPS_PER_MAC
+        roofline.FLOPS_PER_MAC * chunk_params * chunk_tokens
+        + roofline.ATTENTION_MATMULS
+        * roofline.FLOPS_PER_MAC
         * spec.q_dim
         * spec.num_layers
         * causal_pairs
     ) / tensor_parallel
-    peak = device.dense_tflops[memory.compute_dtype(device, weight_format)] * memory.TFLOPS
+    peak = device.dense_tflops[roofline.compute_dtype(device, weight_format)] * roofline.TFLOPS
     compute_s = (step.flops + chunk_flops) / peak
     seconds = {
         "memory": memory_s,
         "compute": compute_s,
         "step": max(memory_s, compute_s) + step.overhead_s,
     }[what]
-    return seconds * memory.MS_PER_S
+    return seconds * roofline.MS_PER_S
 
 
 def delayed_scaling_scale(amax: float, dtype: str = "fp8_e4m3", margin: int = 0) -> float:
@@ -423,7 +371,7 @@ def delayed_scaling_scale(amax: float, dtype: str = "fp8_e4m3", margin: int = 0)
 def expected_active_experts(model: str, batch: int) -> float:
     """Distinct experts per MoE layer a batch of ``batch`` tokens touches if each picks its
     top k of E uniformly: E · (1 − (1 − k/E)^batch). Mixtral 8x7B: 2 at batch 1, 7.2 at 8."""
-    return memory.expected_active_experts(get_model(model), batch)
+    return roofline.expected_active_experts(get_model(model), batch)
 
 
 def dtype_binades(dtype: str) -> float:
@@ -448,12 +396,12 @@ FACTS.update(
 # --- Helper cards-serving (issue 23 "Breadth": serving, long context, MoE traffic,
 # ROCm and MLX). The functions live in their own modules, which keeps this one small;
 # registering them here keeps one FACTS table for the content tests.
-from labs.facts_decoding import DECODING_FACTS  # noqa: E402
-from labs.facts_hardware import HARDWARE_FACTS  # noqa: E402
-from labs.facts_kernels import KERNEL_FACTS  # noqa: E402  (helper cards-cuda: the CUDA core)
-from labs.facts_lowbit import LOWBIT_FACTS  # noqa: E402  (i-quants, codebooks, W4A8, ternary)
-from labs.facts_moe import MOE_FACTS  # noqa: E402
-from labs.facts_serving import SERVING_FACTS  # noqa: E402
+from labs.catalog.facts.decoding import DECODING_FACTS  # noqa: E402
+from labs.catalog.facts.hardware import HARDWARE_FACTS  # noqa: E402
+from labs.catalog.facts.kernels import KERNEL_FACTS  # noqa: E402  (helper cards-cuda: the CUDA core)
+from labs.catalog.facts.lowbit import LOWBIT_FACTS  # noqa: E402  (i-quants, codebooks, W4A8, ternary)
+from labs.catalog.facts.moe import MOE_FACTS  # noqa: E402
+from labs.catalog.facts.serving import SERVING_FACTS  # noqa: E402
 
 for _table in (
     SERVING_FACTS,

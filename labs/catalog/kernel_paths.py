@@ -1,6 +1,6 @@
-"""format-support's rules: which kernel path each checkpoint format takes, by compute
-capability, each row citing its source. Data only; ``labs.format_support`` decides and
-presents.
+"""Kernel paths: which kernel each checkpoint format (``formats.CHECKPOINT_FORMATS``)
+takes, by compute capability, each row citing its source. Data only; the format-support
+lab decides and presents.
 
 A row holds for every GPU whose capability (major×10+minor) is at least its ``min_sm``;
 rows are in descending ``min_sm`` and every format ends with a ``min_sm=0`` row.
@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-FormatKey = Literal[
-    "bf16", "fp16", "fp8", "int8", "w8a8-int8", "awq", "gptq", "mxfp4", "nvfp4", "q4_0"
-]
+from labs.catalog.gpus import ADA, AMPERE, BLACKWELL, PASCAL, TURING, VOLTA
+
 Path = Literal["native", "emulated", "upcast", "unsupported"]
 
 PATH_MEANING: dict[str, str] = {
@@ -87,18 +86,10 @@ AMPERE_WP = Source(
     "NVIDIA A100 Tensor Core GPU Architecture whitepaper (BF16/TF32 tensor cores)",
     "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf",
 )
-BLACKWELL = Source(
+BLACKWELL_WP = Source(
     "NVIDIA Blackwell architecture: FP4/FP6 tensor cores with MX and NVFP4 block scaling",
     "https://resources.nvidia.com/en-us-blackwell-architecture",
 )
-
-
-@dataclass(frozen=True)
-class FormatSpec:
-    key: str
-    title: str
-    memory_key: str  # labs.memory.WEIGHT_FORMATS key: how the file stores the weights
-    native_type: str | None  # labs.gpus tensor type that makes this format native
 
 
 @dataclass(frozen=True)
@@ -110,37 +101,13 @@ class Rule:
     kernel: str
     compute: str  # what the matmul runs in: a dense_tflops key, or "fp32" for CUDA cores
     sources: tuple[Source, ...]
-    upcast_to: str | None = None  # memory.WEIGHT_FORMATS key of what is resident
-    # memory.WEIGHT_FORMATS key of a compact repacking at load (same element type,
+    upcast_to: str | None = None  # formats.WEIGHT_FORMATS key of what is resident
+    # formats.WEIGHT_FORMATS key of a compact repacking at load (same element type,
     # fewer side tensors): Marlin drops a symmetric GPTQ file's qzeros and g_idx.
     repacked_to: str | None = None
     note: str = ""
 
 
-FORMATS: dict[str, FormatSpec] = {
-    f.key: f
-    for f in (
-        FormatSpec("bf16", "bf16 (bfloat16 weights and activations)", "bf16", "bf16"),
-        FormatSpec("fp16", "fp16 (IEEE half weights and activations)", "fp16", "fp16"),
-        FormatSpec(
-            "fp8", "FP8 W8A8 (E4M3 weights and activations, per-channel scales)", "fp8", "fp8_e4m3"
-        ),
-        FormatSpec("int8", "int8 weight-only (W8A16, per-channel scales)", "int8", None),
-        FormatSpec(
-            "w8a8-int8",
-            "int8 W8A8 (SmoothQuant-style int8 weights and activations)",
-            "int8",
-            "int8",
-        ),
-        FormatSpec("awq", "int4 AWQ (W4A16, group 128, zero points)", "awq", None),
-        FormatSpec("gptq", "int4 GPTQ (W4A16, group 128, symmetric, no act-order)", "gptq", None),
-        FormatSpec("mxfp4", "MXFP4 (OCP MX: E2M1, E8M0 scale per 32)", "mxfp4", "mxfp4"),
-        FormatSpec("nvfp4", "NVFP4 (E2M1, E4M3 scale per 16, fp32 tensor scale)", "nvfp4", "nvfp4"),
-        FormatSpec("q4_0", "GGUF Q4_0 (4-bit, fp16 scale per 32)", "q4_0", None),
-    )
-}
-
-SM_AMPERE, SM_TURING, SM_VOLTA, SM_ADA, SM_BLACKWELL, SM_PASCAL_DP4A = 80, 75, 70, 89, 100, 61
 _OFFLINE = "dequantize offline to fp16"
 _MARLIN_VERSION = (
     f"capability 8.0 is vLLM {VLLM_RULES_VERSION}'s Marlin gate; releases after it (PR #29901) "
@@ -151,7 +118,7 @@ _MARLIN_VERSION = (
 # with a min_sm=0 row, so every capability gets an answer.
 RULES: dict[str, tuple[Rule, ...]] = {
     "bf16": (
-        Rule(SM_AMPERE, "native", "cuBLAS bf16 GEMM on tensor cores", "bf16", (PTX_MMA, AMPERE_WP)),
+        Rule(AMPERE.sm, "native", "cuBLAS bf16 GEMM on tensor cores", "bf16", (PTX_MMA, AMPERE_WP)),
         Rule(
             0,
             "upcast",
@@ -164,7 +131,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ),
     ),
     "fp16": (
-        Rule(SM_VOLTA, "native", "cuBLAS fp16 GEMM on tensor cores", "fp16", (CUDA_GUIDE,)),
+        Rule(VOLTA.sm, "native", "cuBLAS fp16 GEMM on tensor cores", "fp16", (CUDA_GUIDE,)),
         Rule(
             0,
             "emulated",
@@ -175,14 +142,14 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "fp8": (
         Rule(
-            SM_ADA,
+            ADA.sm,
             "native",
             "cuBLASLt / CUTLASS FP8 GEMM (E4M3 × E4M3, fp32 accumulate)",
             "fp8",
             (PTX_MMA, VLLM_HW),
         ),
         Rule(
-            SM_AMPERE,
+            AMPERE.sm,
             "emulated",
             "FP8 Marlin: weight-only, E4M3 weights widened to bf16 in registers; "
             "activations stay bf16",
@@ -203,7 +170,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "int8": (
         Rule(
-            SM_AMPERE,
+            AMPERE.sm,
             "emulated",
             "weight-only int8 GEMM (Marlin 8-bit, TensorRT-LLM weight-only): int8 widened to bf16",
             "bf16",
@@ -219,7 +186,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "w8a8-int8": (
         Rule(
-            SM_TURING,
+            TURING.sm,
             "native",
             "int8 × int8 GEMM on tensor cores (IMMA), int32 accumulate",
             "int8",
@@ -237,14 +204,14 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "awq": (
         Rule(
-            SM_AMPERE,
+            AMPERE.sm,
             "emulated",
             "AWQ Marlin: int4 widened to bf16/fp16 in registers, 16-bit MMA",
             "bf16",
             (MARLIN, VLLM_HW),
         ),
         Rule(
-            SM_TURING,
+            TURING.sm,
             "emulated",
             "AWQ GEMM kernel (vLLM awq, min capability 7.5), fp16 only",
             "fp16",
@@ -262,7 +229,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "gptq": (
         Rule(
-            SM_AMPERE,
+            AMPERE.sm,
             "emulated",
             "GPTQ Marlin (Machete on sm_90): int4 widened to bf16 in registers; the "
             "repacked weights keep the fp16 scales and drop the file's qzeros and g_idx "
@@ -281,14 +248,14 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "mxfp4": (
         Rule(
-            SM_BLACKWELL,
+            BLACKWELL.sm,
             "native",
             "block-scaled FP4 MMA (kind::mxf4): E2M1 × E2M1 with E8M0 scales in hardware",
             "fp4",
-            (PTX_MMA, BLACKWELL),
+            (PTX_MMA, BLACKWELL_WP),
         ),
         Rule(
-            SM_AMPERE,
+            AMPERE.sm,
             "emulated",
             "weight-only MXFP4 (Marlin / Triton matmul_ogs, as gpt-oss runs on Hopper): "
             "E2M1 widened to bf16",
@@ -310,14 +277,14 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "nvfp4": (
         Rule(
-            SM_BLACKWELL,
+            BLACKWELL.sm,
             "native",
             "block-scaled FP4 MMA (kind::mxf4nvf4): E2M1 with E4M3 scales per 16 in hardware",
             "fp4",
-            (PTX_MMA, BLACKWELL),
+            (PTX_MMA, BLACKWELL_WP),
         ),
         Rule(
-            SM_AMPERE,
+            AMPERE.sm,
             "emulated",
             "FP4 Marlin: weight-only, E2M1 × E4M3-scale widened to bf16 in registers",
             "bf16",
@@ -336,7 +303,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "q4_0": (
         Rule(
-            SM_TURING,
+            TURING.sm,
             "emulated",
             "llama.cpp MMQ: Q4_0 unpacked to int8, activations quantized to q8_1, "
             "int8 tensor-core mma",
@@ -344,7 +311,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
             (LLAMA_MMQ, VLLM_HW),
         ),
         Rule(
-            SM_PASCAL_DP4A,
+            PASCAL.sm,
             "emulated",
             "llama.cpp MMQ with dp4a (4-way int8 dot products on CUDA cores)",
             "fp32",

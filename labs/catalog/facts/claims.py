@@ -3,7 +3,7 @@
 The content audit (issue 15) found claims that no fact covered: "141.1 GB of
 bf16 weights do not fit on a 141 GB H200" (the driver reports 150.75e9 bytes),
 "bf16 on a T4", "a cast to e4m3fn turns NaN at 480". Each function here turns
-one such claim into a number ``labs.facts.evaluate`` can check:
+one such claim into a number ``labs.catalog.facts.evaluate`` can check:
 
 - ``weights_fit_on_gpu`` / ``gpu_free_bytes_after_weights`` compare one GPU's
   share of the weights with the memory the **driver reports** (nvidia-smi's
@@ -24,9 +24,10 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from labs import memory
-from labs.gpus import get_gpu
-from labs.models import get_model, tensor_groups
+from labs.catalog import formats, memory
+from labs.catalog.facts.floats import FLOAT_DTYPES
+from labs.catalog.gpus import get_gpu
+from labs.catalog.models import get_model, tensor_groups
 
 BYTES_PER_GB = 10**9
 BITS_PER_BYTE = 8
@@ -45,8 +46,8 @@ def gpu_free_bytes_after_weights(
     H200: 143,771 MiB (150.75e9 bytes) − 141.1e9 bytes = 9.65e9 bytes (8.98 GiB).
     CUDA context, activations and KV cache still have to come out of this.
     """
-    if weight_format not in memory.WEIGHT_FORMATS:
-        known = ", ".join(memory.WEIGHT_FORMATS)
+    if weight_format not in formats.WEIGHT_FORMATS:
+        known = ", ".join(formats.WEIGHT_FORMATS)
         raise KeyError(f"unknown weight_format {weight_format!r}; known: {known}")
     spec = get_model(model)
     problem = memory.valid_tensor_parallel(spec, tensor_parallel)
@@ -76,7 +77,7 @@ def weights_fit_on_gpu(
 def largest_block_aligned_tensor_parallel(model: str, weight_format: str, limit: int = 64) -> int:
     """Largest TP size (≤ ``limit``) the model admits whose shards hold whole scale blocks.
 
-    TP must divide the attention heads and MLP width (``labs.memory``'s rules);
+    TP must divide the attention heads and MLP width (``labs.catalog.memory``'s rules);
     a block format must also not split a group. Qwen2.5-72B in int4 (group
     128) → 1: its 29,568-wide MLP is 231 groups, and every TP size it admits
     above 1 is a power of two (it must divide the 64 heads), which 231 is not
@@ -98,8 +99,8 @@ def projection_bits_per_weight(model: str, weight_format: str) -> float:
     32 / row length, so Llama 3.1 70B in fp8 → 8.003 (8,192- and 28,672-wide
     rows), where the reference matrix gives 8.008.
     """
-    if weight_format not in memory.WEIGHT_FORMATS:
-        known = ", ".join(memory.WEIGHT_FORMATS)
+    if weight_format not in formats.WEIGHT_FORMATS:
+        known = ", ".join(formats.WEIGHT_FORMATS)
         raise KeyError(f"unknown weight_format {weight_format!r}; known: {known}")
     spec = get_model(model)
     groups = [g for g in tensor_groups(spec) if g.linear]
@@ -123,8 +124,6 @@ def fp8_overflow_threshold(dtype: str) -> float:
     code S.1111.111), e5m2 → 61440 (57344 + 8192 / 2; the tie rounds to even,
     which is inf, so 61440 itself overflows).
     """
-    from labs.facts import FLOAT_DTYPES
-
     if dtype not in ("fp8_e4m3", "fp8_e5m2"):
         raise KeyError(f"fp8_overflow_threshold: dtype must be fp8_e4m3 or fp8_e5m2, not {dtype!r}")
     enc = FLOAT_DTYPES[dtype]

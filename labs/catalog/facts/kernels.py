@@ -4,8 +4,8 @@
 Each function turns one kind of number those pages state into arithmetic the test suite
 checks: a per-SM limit or SM count of a registry GPU, a roofline time, the DRAM traffic
 and wave count of a tiled GEMM, a PCIe transfer, MIG slices, a model's shape, the
-registers an MMA accumulator occupies. Occupancy itself is ``labs.claims.occupancy``;
-peak FLOP/s and bandwidth come from ``labs.facts_hardware``. Pure Python: no torch.
+registers an MMA accumulator occupies. Occupancy itself is ``labs.catalog.facts.claims.occupancy``;
+peak FLOP/s and bandwidth come from ``labs.catalog.facts.hardware``. Pure Python: no torch.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from labs import claims
-from labs.facts_hardware import bandwidth, peak_flops
-from labs.gpus import SM_COUNT, get_gpu
-from labs.models import get_model
+from labs.catalog.facts import claims
+from labs.catalog.facts.hardware import bandwidth, peak_flops
+from labs.catalog.gpus import SM_COUNT, get_gpu
+from labs.catalog.models import get_model
 
 KIB = 1024
 

@@ -4,9 +4,9 @@ Each function turns one kind of number a card states into arithmetic the test su
 can check: KV bytes with sliding windows, context parallelism and offload tiers; the
 time to move a KV cache over a link or to recompute it; the chunk size ring attention
 needs to hide its transfers; structured-output bitmasks; LoRA adapter bytes. MoE
-traffic lives in ``labs.facts_moe``, RoPE and sampling in ``labs.facts_decoding``.
+traffic lives in ``labs.catalog.facts.moe``, RoPE and sampling in ``labs.catalog.facts.decoding``.
 
-Shapes come from ``labs.models`` (the registry) or, for attention layouts the registry
+Shapes come from ``labs.catalog.models`` (the registry) or, for attention layouts the registry
 cannot describe, from the table below, each row copied from the model's
 ``config.json`` (URL in ``source_url``). Pure Python: no torch.
 """
@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from labs import memory
-from labs.facts_hardware import peak_flops
-from labs.models import (
+from labs.catalog import formats, memory
+from labs.catalog.facts.hardware import peak_flops
+from labs.catalog.models import (
     KV_TENSORS_PER_LAYER,
     ModelConfig,
     active_param_count,
@@ -120,14 +120,14 @@ def kv_cache_bytes(
     vLLM's decode context parallelism), the last rank taking the remainder.
     Llama 3.1 8B, bf16, 131,072 tokens → 17,179,869,184 bytes (16 GiB).
     """
-    if kv_dtype not in memory.KV_DTYPE_BYTES:
-        raise KeyError(f"unknown kv_dtype {kv_dtype!r}; known: {', '.join(memory.KV_DTYPE_BYTES)}")
+    if kv_dtype not in formats.KV_DTYPE_BYTES:
+        raise KeyError(f"unknown kv_dtype {kv_dtype!r}; known: {', '.join(formats.KV_DTYPE_BYTES)}")
     if min(context_tokens, batch, context_parallel) < 1:
         raise ValueError("context_tokens, batch and context_parallel must be at least 1")
     layers, heads, head_dim, window, every = _layer_shape(model, tensor_parallel)
     window = window if sliding_window is None else sliding_window
     every = every if global_every is None else global_every
-    per_token_layer = KV_TENSORS_PER_LAYER * heads * head_dim * memory.KV_DTYPE_BYTES[kv_dtype]
+    per_token_layer = KV_TENSORS_PER_LAYER * heads * head_dim * formats.KV_DTYPE_BYTES[kv_dtype]
     global_layers = layers if window == 0 else (layers // every if every else 0)
     windowed_tokens = min(context_tokens, window) if window else context_tokens
     cached = global_layers * math.ceil(context_tokens / context_parallel) + (
@@ -234,9 +234,9 @@ def ring_attention_overlap_tokens(
     shorter chunks leave the link as the bottleneck. GQA shrinks kv_dim and so the chunk.
     """
     spec = get_model(model)
-    if kv_dtype not in memory.KV_DTYPE_BYTES:
+    if kv_dtype not in formats.KV_DTYPE_BYTES:
         raise KeyError(f"unknown kv_dtype {kv_dtype!r}")
-    send_bytes_per_token = KV_TENSORS_PER_LAYER * spec.kv_dim * memory.KV_DTYPE_BYTES[kv_dtype]
+    send_bytes_per_token = KV_TENSORS_PER_LAYER * spec.kv_dim * formats.KV_DTYPE_BYTES[kv_dtype]
     flops_per_token_pair = ATTENTION_MATMULS * FLOPS_PER_MAC * spec.q_dim
     return peak_flops(gpu, dtype) * send_bytes_per_token / (flops_per_token_pair * link_gb_s * 1e9)
 

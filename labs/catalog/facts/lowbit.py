@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from labs.models import ModelConfig, get_model, tensor_groups
+from labs.catalog.models import ModelConfig, get_model, tensor_groups
 from labs.quant.minifloat import E2M1
 
 BITS_PER_BYTE = 8

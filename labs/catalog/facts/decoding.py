@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from labs.models import get_model
+from labs.catalog.models import get_model
 
 
 @dataclass(frozen=True)

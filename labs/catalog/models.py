@@ -84,7 +84,7 @@ class TensorGroup:
 
     ``linear`` marks the projection matrices that weight quantization formats
     quantize; everything else (embeddings, lm_head, norms, biases, the router)
-    stays in 16-bit under the accounting rules of ``labs.memory``.
+    stays in 16-bit under the accounting rules of ``labs.catalog.memory``.
     """
 
     kind: str

@@ -1,11 +1,11 @@
 """Fact functions for accelerators beyond NVIDIA's registry: AMD Instinct (ROCm) and Apple
 silicon (MLX), FP8's FNUZ flavour, and MLX's quantization formats (issue 23, "Breadth").
 
-``labs.gpus`` is an NVIDIA registry (compute capability, nvidia-smi MiB, the labs'
+``labs.catalog.gpus`` is an NVIDIA registry (compute capability, nvidia-smi MiB, the labs'
 GPU choices), so these rows live in their own table: adding them there would offer an
 MI300X to labs that model CUDA kernels. Each row is the vendor's datasheet figure
 (URL in ``source_url``); capacities are the marketed GB read as 10^9 bytes, as
-``labs.gpus`` reads NVIDIA's.
+``labs.catalog.gpus`` reads NVIDIA's.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from labs import memory
-from labs.gpus import FP32_CUDA_CORE_TFLOPS, GPUS
-from labs.models import get_model, tensor_groups
+from labs.catalog import formats, memory, roofline
+from labs.catalog.gpus import FP32_CUDA_CORE_TFLOPS, GPUS
+from labs.catalog.models import get_model, tensor_groups
 
 BYTES_PER_GB = 10**9
 BYTES_PER_TB = 10**12
@@ -130,15 +130,15 @@ def decode_tokens_per_s_bound(
     model: str, weight_format: str, device: str, tensor_parallel: int = 1
 ) -> float:
     """Batch-1 decode ceiling of a registry model on any device: bandwidth ÷ the weight bytes
-    one GPU reads per step (``labs.memory.weight_bytes_read_per_step``: everything but the
+    one GPU reads per step (``labs.catalog.memory.weight_bytes_read_per_step``: everything but the
     embedding table). KV reads, kernel efficiency and TP communication only lower it."""
     spec = get_model(model)
     problem = memory.valid_tensor_parallel(spec, tensor_parallel)
     if problem:
         raise ValueError(f"tensor_parallel {tensor_parallel} for {model}: {problem}")
-    if weight_format not in memory.WEIGHT_FORMATS:
+    if weight_format not in formats.WEIGHT_FORMATS:
         raise KeyError(f"unknown weight_format {weight_format!r}")
-    read = memory.weight_bytes_read_per_step(spec, weight_format, tensor_parallel, 1)
+    read = roofline.weight_bytes_read_per_step(spec, weight_format, tensor_parallel, 1)
     return bandwidth(device) / read
 
 
