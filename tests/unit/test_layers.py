@@ -134,3 +134,85 @@ def test_the_table_of_formats_loads_alone() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["labs", "labs.quant", "labs.quant.constants", "labs.quant.spec"]
+
+
+# What labs.catalog may import: itself, the quantization library, the Lab base types
+# (the budget labs' shared params subclass LabParams) and the registry, through which the
+# ``lab_result`` fact runs a lab by its id (resolved when called, never a lab module named
+# in the source). Any other ``labs.<name>`` is a lab or a lab's helper.
+CATALOG_MAY_IMPORT = ("labs.catalog", "labs.quant", "labs.base", "labs.registry")
+
+
+def test_the_catalog_imports_no_lab() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in modules("labs.catalog")
+        for line, name in imported(path)
+        if name.startswith("labs.")
+        and not any(name == a or name.startswith(a + ".") for a in CATALOG_MAY_IMPORT)
+    ]
+    assert found == []
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Module → the modules of ``package`` it imports. ``from pkg import mod`` is an edge
+    to ``pkg.mod`` alone: a package's ``__init__`` runs before any of its modules anyway,
+    so that edge is no dependency on what the ``__init__`` defines."""
+    paths = modules(package)
+    names = {module_name(p) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        me = module_name(path)
+        by_line: dict[int, set[str]] = {}
+        for line, name in imported(path):
+            by_line.setdefault(line, set()).add(name)
+        edges = set()
+        for targets in by_line.values():
+            found = {n if n in names else n.rpartition(".")[0] for n in targets}
+            found &= names
+            # "from pkg import mod": the module, not the package, is what this line uses.
+            edges |= {n for n in found if not any(t.startswith(n + ".") for t in found)}
+        graph[me] = edges - {me}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle of ``graph``, each once, as the modules along it (Tarjan's strongly
+    connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            component.append(v)
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_two_module_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": set()}
+    assert import_cycles(graph) == [["a", "b"]]
+
+
+def test_no_import_cycles_inside_the_catalog() -> None:
+    graph = import_graph("labs.catalog")
+    assert "labs.catalog.facts.claims" in graph  # the walk saw the facts package
+    assert import_cycles(graph) == []
