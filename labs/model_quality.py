@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Context, Lab, LabResult, NeedsGPU
+from labs.catalog.formats import QuantFormatKey
 from labs.lm import spec
 from labs.lm.session import ModelParams, field_error
 from labs.presenters import model_labs
@@ -27,7 +28,7 @@ SAMPLE_TOKENS = 24
 class WeightParams(ModelParams):
     """Which weights are quantized, and to what (shared with tensor-sensitivity)."""
 
-    format: spec.FormatKey = Field(default="q4_0", description="The weights' format")
+    format: QuantFormatKey = Field(default="q4_0", description="The weights' format")
     granularity: spec.Granularity = Field(
         default="default",
         description="For int8/int4/fp8: tensor, channel or a block size (e.g. 128); "

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import ChoiceOutput, Context, Lab, LabResult, NeedsGPU
+from labs.catalog.formats import QuantFormatKey
 from labs.lm import spec
 from labs.lm.session import field_error
 from labs.model_quality import WeightParams
@@ -39,7 +40,7 @@ AWQ_GROUPS = (
 
 
 class QuantAlgorithmsParams(WeightParams):
-    format: spec.FormatKey = Field(default="int4", description="The format every method produces")
+    format: QuantFormatKey = Field(default="int4", description="The format every method produces")
     eval_tokens: int = Field(
         default=1024,
         ge=16,

@@ -221,6 +221,18 @@ else:
     WeightFormatKey = Literal[tuple(k for k, f in WEIGHT_FORMATS.items() if f.lab_choice)]
 
 
+# --- labs.quant's formats, as the model labs offer them ---------------------------------
+# Every row of ``labs.quant.spec``, in its order: a new format is offered by adding its row.
+QUANT_FORMAT_KEYS: tuple[str, ...] = tuple(key.value for key in SPECS)
+if TYPE_CHECKING:
+    QuantFormatKey = str
+else:
+    QuantFormatKey = Literal[QUANT_FORMAT_KEYS]
+# Elements per block along a row for each format with its default options (None: one
+# scale per row or tensor).
+QUANT_BLOCK_SIZES: dict[str, int | None] = {key.value: row.block_size for key, row in SPECS.items()}
+
+
 # --- checkpoint formats: what format-support decides a kernel path for -------------
 
 

@@ -11,10 +11,10 @@ import fnmatch
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
+from labs.catalog.formats import QUANT_BLOCK_SIZES
 from labs.lm import models
-from labs.quant.spec import SPECS
 
 ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
 MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
@@ -24,25 +24,6 @@ META_FILE = "lowbit.json"
 # window (about 20 KB of JSON); beyond it the result stays small and runs are not paired.
 MAX_PAIRED_WINDOWS = 1024
 
-FormatKey = Literal[
-    "int8",
-    "int4",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "mxfp8_e4m3",
-    "mxfp8_e5m2",
-    "mxfp6_e2m3",
-    "mxfp6_e3m2",
-    "mxfp4",
-    "nvfp4",
-    "nf4",
-    "q8_0",
-    "q4_0",
-    "q4_1",
-    "q4_k",
-    "q6_k",
-]
-FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)  # a test holds them to labs.quant.spec
 #: Formats that take a ``granularity`` option ("tensor", "channel" or a block size).
 GRANULAR = ("int8", "int4", "fp8_e4m3", "fp8_e5m2")
 Granularity = Literal["default", "tensor", "channel"] | int
@@ -66,18 +47,13 @@ def block_of(fmt: str, granularity: str | int) -> int | None:
         return granularity
     if granularity in ("tensor", "channel"):
         return None
-    return BLOCK_SIZES[fmt]
+    return QUANT_BLOCK_SIZES[fmt]
 
 
 def label(fmt: str, granularity: str | int) -> str:
     if granularity == "default":
         return fmt
     return f"{fmt} g{granularity}" if isinstance(granularity, int) else f"{fmt} per-{granularity}"
-
-
-# Elements per block along a row for each labs.quant key with its default options
-# (None: one scale per row or tensor), from the torch-free table of formats.
-BLOCK_SIZES: dict[str, int | None] = {key.value: row.block_size for key, row in SPECS.items()}
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from labs.catalog import formats
 from labs.lm import models, spec
 from labs.quant import FORMATS
 
 
 def test_format_keys_and_block_sizes_match_labs_quant() -> None:
-    assert set(spec.FORMAT_KEYS) == set(FORMATS)
-    assert {k: f.block_size for k, f in FORMATS.items()} == spec.BLOCK_SIZES
+    assert set(formats.QUANT_FORMAT_KEYS) == set(FORMATS)
+    assert {k: f.block_size for k, f in FORMATS.items()} == formats.QUANT_BLOCK_SIZES
 
 
 def test_every_linear_width_of_the_shipped_model_is_a_multiple_of_256() -> None:
