@@ -10,7 +10,6 @@ and histograms of the values and of the errors.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,6 +17,7 @@ from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_valida
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.headline import Tile, readable, tile
+from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -155,21 +155,6 @@ class BlockView(BaseModel):
     dequantized: list[float]
 
 
-class ErrorMetrics(BaseModel):
-    mse: float
-    rmse: float
-    max_abs_error: float
-    mean_abs_error: float
-    sqnr_db: float | None = Field(
-        description="10·log10(Σx² / Σerror²) (labs.quant.metrics); None when the error is zero"
-    )
-    relative_rmse: float | None
-    rounding_mse: float = Field(description="Share of the MSE from values inside the block's range")
-    clipping_mse: float = Field(description="Share of the MSE from values beyond the block's range")
-    clipped: int
-    clipped_fraction: float
-
-
 class Histogram(BaseModel):
     """Counts over ``edges``; where a few far values would squash the rest into two
     bars, the edges span the central values and ``below``/``above`` count the rest."""
@@ -200,7 +185,7 @@ class BlockQuantizeResult(LabResult):
     )
     compression_vs_fp32: float
     compression_vs_bf16: float
-    metrics: ErrorMetrics
+    metrics: ErrorSummary
     first_blocks: list[BlockView]
     histograms: dict[str, Histogram]
 
@@ -352,26 +337,10 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
     return result
 
 
-def _error_metrics(x: torch.Tensor, q: QuantizedTensor, deq: torch.Tensor) -> ErrorMetrics:
+def _error_metrics(x: torch.Tensor, q: QuantizedTensor, deq: torch.Tensor) -> ErrorSummary:
     from labs.quant.metrics import error_report
 
-    report = error_report(x, q, deq)
-    # RMS error over RMS value: sqrt(sum e² / sum x²) = 10^(-SQNR/20); None for x = 0.
-    relative: float | None = None
-    if bool(x.any()):
-        relative = 0.0 if report.sqnr_db == math.inf else 10 ** (-report.sqnr_db / 20)
-    return ErrorMetrics(
-        mse=report.mse,
-        rmse=report.rmse,
-        max_abs_error=report.max_abs_error,
-        mean_abs_error=report.mean_abs_error,
-        sqnr_db=report.sqnr_db if math.isfinite(report.sqnr_db) else None,
-        relative_rmse=relative,
-        rounding_mse=report.rounding_mse,
-        clipping_mse=report.clipping_mse,
-        clipped=report.clipped_count,
-        clipped_fraction=report.clipped_fraction,
-    )
+    return ErrorSummary.of(error_report(x, q, deq), input_is_zero=not bool(x.any()))
 
 
 def _first_blocks(

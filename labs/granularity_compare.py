@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.error_split import ErrorSplit
 from labs.presenters import headlines
+from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class GranularityRow(BaseModel):
     nbytes: int = Field(description="Every stored byte: codes, scales (and padding)")
     scale_overhead_bytes: int = Field(description="Bytes of scales alone")
     bits_per_value: float = Field(description="8 · nbytes / values")
-    error: ErrorSplit
+    error: ErrorSummary
     sqnr_db_per_bit: float | None = Field(description="SQNR (dB) / bits per value")
     db_per_extra_bit: float | None = Field(
         description="SQNR gained over per-tensor scales per extra stored bit (dB/bit); "
@@ -223,7 +223,7 @@ def _row(
 
     q = quantize(x, fmt, granularity=g)
     deq = q.dequantize()
-    split = ErrorSplit.from_metrics(error_split(x, deq, clipped_mask(x, q)))
+    split = ErrorSummary.of(error_split(x, deq, clipped_mask(x, q)))
     bits = BITS_PER_BYTE * q.nbytes / x.numel()
     per_bit = split.sqnr_db / bits if split.sqnr_db is not None else None
     gain = None

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, Field, FiniteFloat, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.error_split import ErrorSplit
 from labs.presenters import headlines
+from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ class Result(LabResult):
     matches_labs_quant: bool | None = Field(
         description="The step-by-step result equals labs.quant's; None with an overridden scale"
     )
-    error: ErrorSplit
+    error: ErrorSummary
     max_abs_error: float
     clipped: int
     zero_case: ZeroCase
@@ -481,7 +481,7 @@ def derive(params: Params) -> Derivation:
     y = x / torch.where(scale_e == 0, torch.ones_like(scale_e), scale_e)
     error = deq - x
     clipped = clipped_beyond(x, sc.lo, sc.hi)
-    split = ErrorSplit.from_metrics(error_split(x, deq, clipped))
+    split = ErrorSummary.of(error_split(x, deq, clipped))
     shown = min(n, SHOWN_ELEMENTS)
     steps = [
         ElementStep(
