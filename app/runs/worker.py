@@ -39,7 +39,7 @@ from app.runs.bells import STREAMS, WORKERS, Bell, Ringer, open_bell
 from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import QUEUES, RunQueue, lane, lane_of
 from app.runs.store import is_short
-from app.settings import Settings
+from app.settings import Settings, pass_models_dir_to_labs
 from labs.base import InvalidParams, NeedsGPU
 from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
 from labs.runtime.executor import Job, Outcome, execute
@@ -555,6 +555,7 @@ def main(settings: Settings) -> int:
     from app.logging import configure_logging
 
     configure_logging()
+    pass_models_dir_to_labs(settings)
     worker = LabWorker(settings)
     install_signal_handlers(worker)
     follow_supervisor()
