@@ -12,7 +12,7 @@ must be ready for.
 Waiting: by Little's law the mean number of requests in service is
 arrival rate × time in service. Time in service is ``request_seconds`` or,
 when 0, ``output_tokens`` decode steps from the memory-bound roofline of
-``labs.catalog.memory.decode_step`` at that occupancy. If the occupancy the load
+``labs.catalog.roofline.decode_step`` at that occupancy. If the occupancy the load
 needs exceeds the requests the cache can hold, requests wait for blocks.
 """
 

@@ -1,6 +1,10 @@
-"""Real model configurations and exact parameter arithmetic.
+"""Real model configurations and exact parameter arithmetic: ``ModelConfig``, the one
+type that describes a decoder's shapes.
 
-Every entry is copied from the model's Hugging Face ``config.json`` (URL in
+A model with a ``config.json`` on disk (the shipped ``lowbit-tiny``, a checkpoint under
+the models directory) is read from it (``ModelConfig.from_config``, via
+``labs.lm.spec.load_spec``). The registry models of the budget labs are not on disk:
+each entry is copied from the model's Hugging Face ``config.json`` (URL in
 ``source_url``). Parameter counts are computed tensor by tensor from those
 shapes, so they match ``sum(p.numel() for p in model.parameters())`` of the
 real checkpoint: Llama 3.1 8B → 8,030,261,248; 70B → 70,553,706,496;
@@ -12,9 +16,11 @@ ids and content facts are checked against them without importing torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 # K and V: two cached tensors per layer and KV head.
 KV_TENSORS_PER_LAYER = 2
@@ -22,6 +28,9 @@ KV_TENSORS_PER_LAYER = 2
 NORMS_PER_LAYER = 2
 # The final RMSNorm after the last layer.
 FINAL_NORMS = 1
+# A decoder layer's linear layers as Llama, Qwen2 and Mistral checkpoints name them.
+ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
+MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 ModelId = Literal[
     "llama-3.1-8b",
@@ -40,8 +49,6 @@ class ModelConfig:
 
     id: str
     name: str
-    hf_repo: str
-    source_url: str
     num_layers: int
     hidden_size: int
     intermediate_size: int  # per expert for MoE models
@@ -54,7 +61,42 @@ class ModelConfig:
     num_experts: int = 1  # routed experts per MoE layer; 1 = dense MLP
     num_experts_per_token: int = 1
     qkv_bias: bool = False  # Qwen2 family: q/k/v projections carry biases
+    hf_repo: str = ""
+    source_url: str = ""
     notes: str = ""
+    # A model read from disk: its directory, and the held-out and calibration tokens its
+    # lowbit.json counts (written at training time; None when unknown).
+    path: Path | None = None
+    heldout_tokens: int | None = None
+    calibration_tokens: int | None = None
+
+    @classmethod
+    def from_config(
+        cls, id: str, config: Mapping[str, Any], *, path: Path | None = None, **extra: Any
+    ) -> ModelConfig:
+        """From a Hugging Face ``config.json`` (a multimodal one's ``text_config``); a
+        missing key raises ``KeyError`` naming it."""
+        cfg = config.get("text_config", config)
+        hidden = int(cfg["hidden_size"])
+        heads = int(cfg["num_attention_heads"])
+        return cls(
+            id=id,
+            name=id,
+            num_layers=int(cfg["num_hidden_layers"]),
+            hidden_size=hidden,
+            intermediate_size=int(cfg["intermediate_size"]),
+            num_attention_heads=heads,
+            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads),
+            vocab_size=int(cfg["vocab_size"]),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            max_context=int(cfg.get("max_position_embeddings") or 0),
+            num_experts=int(cfg.get("num_local_experts") or 1),
+            num_experts_per_token=int(cfg.get("num_experts_per_tok") or 1),
+            qkv_bias=bool(cfg.get("attention_bias", False)),
+            path=path,
+            **extra,
+        )
 
     @property
     def is_moe(self) -> bool:
@@ -67,6 +109,29 @@ class ModelConfig:
     @property
     def kv_dim(self) -> int:
         return self.num_kv_heads * self.head_dim
+
+    def linear_names(self, tensors: str = "all") -> list[str]:
+        """Full names of the decoder's linear layers: ``model.layers.{i}.self_attn.q_proj`` …"""
+        kinds = {"all": ATTENTION + MLP, "attention": ATTENTION, "mlp": MLP}[tensors]
+        return [f"model.layers.{i}.{k}" for i in range(self.num_layers) for k in kinds]
+
+    def in_width(self, name: str) -> int:
+        """Input width (elements per weight row) of the linear ``name``."""
+        if name.endswith("down_proj"):
+            return self.intermediate_size
+        if name.endswith("o_proj"):
+            return self.q_dim
+        return self.hidden_size
+
+    def out_width(self, name: str) -> int:
+        """Output width (rows) of the linear ``name``."""
+        if name.endswith(("gate_proj", "up_proj")):
+            return self.intermediate_size
+        if name.endswith(("k_proj", "v_proj")):
+            return self.kv_dim
+        if name.endswith("q_proj"):
+            return self.q_dim
+        return self.hidden_size
 
 
 class TPRule(StrEnum):

@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from labs.base import Context, LabParams
+from labs.catalog.models import ModelConfig
 from labs.lm import models, spec
 
 MIN_CONTEXT = 16
@@ -84,7 +85,7 @@ class ModelParams(LabParams):
             raise field_error(self, "eval_tokens", str(e)) from None
         return self
 
-    def _check_tokens(self, s: spec.ModelSpec) -> None:
+    def _check_tokens(self, s: ModelConfig) -> None:
         if self.eval_tokens < self.context:
             raise ValueError(
                 f"eval_tokens ({self.eval_tokens}) must hold at least one window of "
@@ -96,7 +97,7 @@ class ModelParams(LabParams):
                 f"of {self.model}'s heldout.txt"
             )
 
-    def model_spec(self) -> spec.ModelSpec:
+    def model_spec(self) -> ModelConfig:
         try:
             return spec.load_spec(self.model)
         except models.ModelError as e:
@@ -106,7 +107,7 @@ class ModelParams(LabParams):
 @dataclass
 class Evaluation:
     loaded: models.Loaded
-    spec: spec.ModelSpec
+    spec: ModelConfig
     windows: Any  # [n, context] int64
     reference: Any  # reference.ReferenceLogits: kept within a budget, recomputed beyond
     base: Any  # evaluate.Totals of the unchanged model

@@ -130,7 +130,7 @@ def decode_tokens_per_s_bound(
     model: str, weight_format: str, device: str, tensor_parallel: int = 1
 ) -> float:
     """Batch-1 decode ceiling of a registry model on any device: bandwidth ÷ the weight bytes
-    one GPU reads per step (``labs.catalog.memory.weight_bytes_read_per_step``: everything but the
+    one GPU reads per step (``labs.catalog.roofline.weight_bytes_read_per_step``: everything but the
     embedding table). KV reads, kernel efficiency and TP communication only lower it."""
     spec = get_model(model)
     problem = memory.valid_tensor_parallel(spec, tensor_parallel)

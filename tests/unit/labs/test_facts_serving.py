@@ -126,7 +126,7 @@ def test_transfer_time_is_bytes_over_link_rate():
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "qwen2.5-7b"])
 def test_prefill_flops_is_the_decode_rooflines_flops_summed_over_positions(model):
-    # labs.catalog.memory.decode_step counts one token's FLOPs against a context of t tokens.
+    # labs.catalog.roofline.decode_step counts one token's FLOPs against a context of t tokens.
     spec, gpu = get_model(model), get_gpu("h100")
     steps = sum(
         roofline.decode_step(

@@ -1,4 +1,4 @@
-"""The model/GPU parameters the four budget labs share (``labs.catalog.memory.ModelOnGpuParams``):
+"""The model/GPU parameters the four budget labs share (``labs.catalog.params.ModelOnGpuParams``):
 their cross-field checks run on defaults too, and each error stays on its own field,
 both from ``Params.model_validate`` and from ``Lab.validate`` (the web's, the CLI's
 and the worker's one validator).

@@ -18,9 +18,9 @@ def test_format_keys_and_block_sizes_match_labs_quant() -> None:
 def test_every_linear_width_of_the_shipped_model_is_a_multiple_of_256() -> None:
     s = spec.load_spec(models.SHIPPED)
     names = s.linear_names()
-    assert len(names) == 7 * s.layers
+    assert len(names) == 7 * s.num_layers
     assert all(s.in_width(n) % 256 == 0 for n in names)
-    assert 4096 <= s.vocab <= 8192 and s.kv_heads < s.heads
+    assert 4096 <= s.vocab_size <= 8192 and s.num_kv_heads < s.num_attention_heads
 
 
 def test_patterns() -> None:
