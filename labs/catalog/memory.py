@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from labs.catalog.formats import KV_DTYPE_BYTES, WEIGHT_FORMATS
 from labs.catalog.gpus import GPU
@@ -39,6 +39,8 @@ DEFAULT_RUNTIME_OVERHEAD_GB = 2.0
 MAX_TENSOR_PARALLEL = 64
 
 CapacityBasis = Literal["datasheet", "nvidia-smi"]
+# Tokens per paged KV-cache block: vLLM's default ``block_size``.
+VLLM_KV_BLOCK_TOKENS: Final = 16
 
 
 def valid_tensor_parallel(model: ModelConfig, tp: int) -> str | None:

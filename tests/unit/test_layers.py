@@ -136,6 +136,15 @@ def test_the_table_of_formats_loads_alone() -> None:
     assert out.stdout.split() == ["labs", "labs.quant", "labs.quant.constants", "labs.quant.spec"]
 
 
+def test_the_figures_library_imports_no_lab_and_nothing_of_the_web_app() -> None:
+    """``labs.viz`` (theme, charts, tiles, card figures, inline charts) is library code
+    the labs and the web app both use: it imports no lab module (a card figure took the
+    KV block size from the kv-capacity lab) and nothing from ``app``."""
+    from labs.registry import LAB_MODULES
+
+    assert offences("labs.viz", ("app", "labs.presenters", "labs.registry", *LAB_MODULES)) == []
+
+
 # What labs.catalog may import: itself, the quantization library, the Lab base types
 # (the budget labs' shared params subclass LabParams) and the registry, through which the
 # ``lab_result`` fact runs a lab by its id (resolved when called, never a lab module named
