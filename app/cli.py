@@ -61,7 +61,7 @@ def cmd_content_check(args: argparse.Namespace) -> int:
 def cmd_content_figures(args: argparse.Namespace) -> int:
     """Draw the card figures (matplotlib, lazily) into content/figures/."""
     try:
-        from labs.figures.draw import write_figures
+        from labs.viz.cards.draw import write_figures
     except ImportError as e:  # matplotlib is in the worker extra
         print(f"lowbit: drawing figures needs matplotlib ({e})", file=sys.stderr)
         return 2

@@ -154,3 +154,12 @@ def test_tests_mirror_the_packages_and_gpu_tests_live_in_one_place() -> None:
     }
     assert marked and all(p.startswith("tests/gpu/") for p in marked), marked
     assert "pytest -m gpu" in (ROOT / "benchmarks" / "gpu.sh").read_text(encoding="utf-8")
+
+
+def test_the_figures_library_imports_no_lab_and_nothing_of_the_web_app() -> None:
+    """``labs.viz`` (theme, charts, tiles, card figures, inline charts) is library code
+    the labs and the web app both use: it imports no lab module (a card figure took the
+    KV block size from the kv-capacity lab) and nothing from ``app``."""
+    from labs.registry import LAB_MODULES
+
+    assert offences("labs.viz", ("app", "labs.presenters", "labs.registry", *LAB_MODULES)) == []
