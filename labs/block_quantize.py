@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_valida
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.headline import Tile, readable, tile
+from labs.presenters import concepts
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -497,4 +498,5 @@ LAB = Lab(
     memory_limit_mb=2048,
     numeric_outputs=(("bits_per_value", "bits"), ("nbytes", "bytes")),
     headline=headline,
+    concept=concepts.block_quantize,
 )

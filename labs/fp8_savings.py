@@ -33,6 +33,7 @@ from labs.base import Context, Lab, LabResult, NeedsGPU
 from labs.gpus import GPU, get_gpu
 from labs.memory import CapacityBasis, ContextTokens, ModelOnGpuParams, TensorParallel, gb
 from labs.models import ModelConfig, get_model
+from labs.presenters import concepts
 
 MAX_BATCH = 4096
 PLOT_POINTS = 24
@@ -407,4 +408,5 @@ LAB = Lab(
         ("max_batch_bf16", "sequences"),
         ("max_batch_fp8", "sequences"),
     ),
+    concept=concepts.fp8_savings,
 )

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.error_split import ErrorSplit
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -469,4 +469,5 @@ LAB = Lab(
         ("bits_per_value_block_32", "bits"),
     ),
     headline=headlines.granularity_compare,
+    concept=concepts.granularity_compare,
 )

@@ -38,7 +38,7 @@ from labs.memory import (
     gib,
 )
 from labs.models import ModelConfig, get_model
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 
 # vLLM's default share of device memory for weights + activations + KV cache.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -465,4 +465,5 @@ LAB = Lab(
         ("fp8_max_concurrent_requests", "requests"),
     ),
     headline=headlines.kv_capacity,
+    concept=concepts.kv_capacity,
 )

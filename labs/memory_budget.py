@@ -23,7 +23,7 @@ from labs.memory import (
     gib,
 )
 from labs.models import TPRule, get_model, param_counts, tensor_groups
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 
 MAX_BATCH = 4096
 
@@ -349,4 +349,5 @@ LAB = Lab(
         ("min_tensor_parallel", "GPUs"),
     ),
     headline=headlines.memory_budget,
+    concept=concepts.memory_budget,
 )

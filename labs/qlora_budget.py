@@ -48,7 +48,7 @@ from labs.memory import (
     gib,
 )
 from labs.models import ModelConfig, get_model, linear_shapes, tensor_groups
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 
 NF4_BITS = 4
 DQ_ABSMAX_BYTES = 1  # double quantization: absmax stored as 8-bit codes
@@ -489,4 +489,5 @@ LAB = Lab(
         ("max_micro_batch", "sequences"),
     ),
     headline=headlines.qlora_budget,
+    concept=concepts.qlora_budget,
 )

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, FiniteFloat, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.error_split import ErrorSplit
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 from labs.quant.spec import FormatKey
 
 if TYPE_CHECKING:
@@ -535,4 +535,5 @@ LAB = Lab(
         ("max_abs_error", "value units"),
     ),
     headline=headlines.scale_derivation,
+    concept=concepts.scale_derivation,
 )
