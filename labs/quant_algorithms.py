@@ -238,11 +238,11 @@ def _quantize(
     return nbytes, detail
 
 
-def _outliers(ev: Evaluation, cal_w: torch.Tensor) -> dict[str, Any]:
+def _outliers(sums: dict[Any, Any], tokens: int) -> dict[str, Any]:
     """The most unequal input channel over every layer and AWQ input point."""
-    from labs.lm.calibrate import activation_outliers
+    from labs.lm.calibrate import summarize_outliers
 
-    stats = activation_outliers(ev.model, cal_w, ev.batch_size, ev.device)
+    stats = summarize_outliers(sums, tokens)
     worst = max(stats, key=lambda o: o.max_over_median)
     return {**worst.as_dict(), "top_share_max": max(o.top_share for o in stats)}
 
@@ -287,7 +287,7 @@ def _present(ctx: Context, fmt_label: str, results: dict[str, MethodResult], bes
 def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
     import time
 
-    from labs.lm import fakequant, models, session
+    from labs.lm import calibrate, fakequant, models, session
     from labs.lm.evaluate import compare, evaluate, windows
 
     t0 = time.perf_counter()
@@ -299,10 +299,12 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
             "tokens of the calibration text"
         )
     cal_w = windows(cal_ids[: params.calibration_tokens], params.context)
-    cal_base, cal_ref = evaluate(
-        ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
-    )
-    outliers = _outliers(ev, cal_w) if "awq" in params.methods else None
+    # The calibration text's reference pass also collects AWQ's activation statistic.
+    with calibrate.outlier_sums(ev.model) as sums:
+        cal_base, cal_ref = evaluate(
+            ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
+        )
+    outliers = _outliers(sums, cal_w.numel()) if "awq" in params.methods else None
     names = ev.spec.linear_names(params.tensors)
     numel = sum(ev.model.get_submodule(n).weight.numel() for n in names)
     fmt_label = spec.label(params.format, params.granularity)
