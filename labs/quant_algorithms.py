@@ -164,6 +164,26 @@ def _block(ev: Evaluation, prefix: str, group: tuple[str, ...]) -> Any:
     return block
 
 
+def _shared_input_sets(
+    inputs: dict[str, torch.Tensor],
+    originals: dict[str, torch.Tensor],
+    key: str,
+    options: dict[str, Any],
+) -> list[list[str]]:
+    """The linears of a layer grouped by the input tensor they share (q/k/v, gate/up),
+    when stacking their rows changes no scale (the format has no per-tensor scale);
+    otherwise each linear alone."""
+    from labs.quant import quantize
+
+    sample = next(iter(originals.values()))
+    if quantize(sample[:1].float(), key, **options).tensor_scale is not None:
+        return [[n] for n in inputs]
+    sets: dict[int, list[str]] = {}
+    for n in inputs:
+        sets.setdefault(id(inputs[n]), []).append(n)
+    return list(sets.values())
+
+
 def _quantize(
     method: str,
     ev: Evaluation,
@@ -175,7 +195,10 @@ def _quantize(
     frac: tuple[float, float],
 ) -> tuple[int, dict[str, float]]:
     """Quantize ``names`` in place with ``method``; returns stored bytes and details."""
+    import torch
+
     from labs.lm import calibrate, fakequant
+    from labs.quant import quantize
     from labs.quant.awq import awq
     from labs.quant.gptq import gptq, hessian
     from labs.quant.parallel import map_chunks
@@ -192,20 +215,25 @@ def _quantize(
         nonlocal nbytes
         if method == "gptq":  # a layer's linears are independent: spread over the cores
             originals = {n: editor.original(n) for n in inputs}
-            results = map_chunks(
-                lambda n: gptq(
-                    originals[n],
-                    hessian(inputs[n]),
+            sets = _shared_input_sets(inputs, originals, params.format, options)
+
+            def run_set(members: list[str]) -> list[torch.Tensor]:
+                # GPTQ treats rows independently given H: linears fed the same input share
+                # one H and, stacked, one pass over the columns.
+                gr = gptq(
+                    torch.cat([originals[n] for n in members]),
+                    hessian(inputs[members[0]]),
                     params.format,
                     options,
                     damp=params.damp,
                     act_order=params.act_order,
-                ),
-                list(inputs),
-            )
-            for n, gr in zip(inputs, results, strict=True):
-                editor.set(n, gr.weight)
-                nbytes += gr.nbytes
+                )
+                return list(gr.weight.split([originals[n].shape[0] for n in members]))
+
+            for members, weights in zip(sets, map_chunks(run_set, sets), strict=True):
+                for n, w in zip(members, weights, strict=True):
+                    editor.set(n, w)
+                    nbytes += int(quantize(w, params.format, **options).nbytes)
             return
         prefix = f"model.layers.{i}."
         for group in AWQ_GROUPS:
