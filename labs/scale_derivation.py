@@ -530,7 +530,7 @@ LAB = Lab(
     memory_limit_mb=1024,
     numeric_outputs=(
         ("amax", "value units"),
-        ("scale", "value units per element step"),
+        ("scale", "value units per step"),
         ("clipped", "values"),
         ("max_abs_error", "value units"),
     ),

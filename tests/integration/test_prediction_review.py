@@ -37,7 +37,10 @@ CASES: dict[str, tuple[dict[str, str], str, str]] = {
 
 def _post(c: httpx.Client, lab: str, data: dict[str, str]) -> str:
     r = c.post(f"/labs/{lab}/runs", data={**data, "csrf_token": c.cookies["lowbit_csrf"]})
-    assert r.status_code == 303, r.text[:2000]
+    main = BeautifulSoup(r.text, "html.parser").select_one("main")
+    assert r.status_code == 303, " ".join(
+        (main or BeautifulSoup("", "html.parser")).get_text(" ").split()
+    )[:1500]
     return r.headers["location"].rsplit("/", 1)[-1]
 
 

@@ -100,3 +100,19 @@ def test_a_result_lacking_a_key_gives_no_question() -> None:
     assert concepts.fp8_savings({}, "speedup_same_batch") is None
     low_gain = {**_result("kv-capacity", {}), "fp8_concurrency_gain": 1.0}
     assert concepts.kv_capacity(low_gain, "total_blocks") is None
+
+
+def test_every_predictable_output_fits_the_notebook_columns() -> None:
+    """PostgreSQL refuses a string longer than its column (SQLite stores it): the
+    scale-derivation lab's unit "value units per element step" (28 characters in a
+    String(20)) made every numeric prediction of its scale a 422 there."""
+    from app.db import NotebookEntry
+    from labs.registry import all_labs
+
+    unit_len = NotebookEntry.__table__.c.predicted_unit.type.length
+    metric_len = NotebookEntry.__table__.c.metric.type.length
+    for lab in all_labs().values():
+        for key, unit in lab.numeric_outputs:
+            assert len(unit) <= unit_len and len(key) <= metric_len, (lab.id, key, unit)
+        for c in lab.choice_outputs:
+            assert len(c.key) <= metric_len, (lab.id, c.key)
