@@ -132,7 +132,7 @@ class Submission(Base):
     exercise_id: Mapped[str] = mapped_column(String(80))
     mode: Mapped[str] = mapped_column(String(16))  # examples | submit
     code: Mapped[str] = mapped_column(Text)
-    # passed | failed | error | timed_out once judged; None while queued or running
+    # passed | failed | error | timed_out | cancelled once judged; None while queued or running
     verdict: Mapped[str | None] = mapped_column(String(16))
     message: Mapped[str | None] = mapped_column(Text)
     tests: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)

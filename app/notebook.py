@@ -21,8 +21,8 @@ from app.markdown import render_markdown
 from app.quiz import AnswerError, convert, parse_number
 from app.textfields import too_long
 from labs.base import INTERVAL_SUFFIX, ChoiceOutput, Lab
-from labs.headline import human_label
 from labs.registry import get_lab
+from labs.viz.tiles import human_label
 
 PREDICTION_TOLERANCE = 0.10  # relative: within 10 % counts as a good prediction
 MAX_TEXT = 2000

@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     reaper_grace_seconds: float = Field(
         15.0, gt=0, description="A running run whose heartbeat is older than this is reaped"
     )
+    db_retry_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="How long a worker retries a run's database writes (claim, events) "
+        "through a database restart or a full disk before leaving the run to the reaper",
+    )
     max_attempts: int = Field(
         2, ge=1, description="Attempts before a run lost with its worker is failed"
     )

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from labs.headline import MAX_TILES, Tile, from_outputs
+from labs.viz.tiles import MAX_TILES, Tile, from_outputs
 
 
 class NeedsGPU(StrEnum):
@@ -207,7 +207,7 @@ class Lab:
     time_limit_s: float = 60.0
     memory_limit_mb: int = 2048
     numeric_outputs: tuple[tuple[str, str], ...] = ()  # (result key, unit) a learner can predict
-    # The run page's headline tiles from the stored result (labs.headline); None: the
+    # The run page's headline tiles from the stored result (labs.viz.tiles); None: the
     # numeric outputs.
     headline: Callable[[Mapping[str, Any]], list[Tile]] | None = None
     choice_outputs: tuple[ChoiceOutput, ...] = ()  # what a learner can predict by choosing

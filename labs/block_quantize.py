@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_validator, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.headline import Tile, readable, tile
 from labs.presenters import concepts
 from labs.quant.spec import FormatKey
+from labs.viz.tiles import Tile, readable, tile
 
 if TYPE_CHECKING:
     import torch

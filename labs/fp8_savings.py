@@ -314,11 +314,11 @@ def present(savings: Savings, p: Params, ctx: Context) -> None:
     if r.throughput_gain_at_target is not None:
         ctx.metric("throughput_gain_at_target", r.throughput_gain_at_target, "×")
 
-    from labs import plots
+    from labs.viz import charts
 
     ctx.plot(
         "Decode step time vs batch (up to the largest batch that fits)",
-        plots.line_chart(
+        charts.line_chart(
             savings.curves,
             title=f"{model.name}, {p.context_tokens} cached tokens per sequence",
             x_label="batch (sequences)",

@@ -382,7 +382,7 @@ def _metrics(r: Result, ctx: Context) -> None:
 
 
 def _plots(comparison: Comparison, ctx: Context) -> None:
-    from labs import charts, plots
+    from labs.viz import charts
 
     r = comparison.result
     tensor = r.rows[0].error
@@ -423,7 +423,7 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
     if comparison.centres:
         ctx.plot(
             "Distribution of |error| per granularity",
-            plots.line_chart(
+            charts.line_chart(
                 {name: (comparison.centres, share) for name, share in comparison.shares.items()},
                 title=f"{r.format}: error histogram per granularity",
                 x_label="log2 |dequantized − value|",
@@ -437,7 +437,7 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
         )
     ctx.plot(
         "SQNR per granularity",
-        plots.bar_chart(
+        charts.bar_chart(
             [g.granularity for g in r.rows],
             [g.error.sqnr_db or 0.0 for g in r.rows],
             title=f"{r.format}: SQNR by scale granularity",

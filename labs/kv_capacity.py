@@ -62,7 +62,8 @@ class Params(ModelOnGpuParams):
         default=1, description="GPUs the model and its KV cache are split across."
     )
     block_size: BlockSize = Field(
-        default=16, description="Tokens per KV cache block (vLLM default 16)."
+        default=memory.VLLM_KV_BLOCK_TOKENS,
+        description="Tokens per KV cache block (vLLM default 16).",
     )
     gpu_memory_utilization: float = Field(
         default=DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -339,7 +340,7 @@ def size(params: Params) -> Sizing:
 
 
 def _memory_figure(r: Result, p: Params, gpu: GPU, ctx: Context) -> None:
-    from labs.charts import memory_plot
+    from labs.viz.charts import memory_plot
 
     capacity = memory.gpu_capacity_bytes(gpu, p.capacity_basis)
     in_use = min(r.allocated_blocks_at_peak * r.block_bytes, max(0, r.pool_bytes_per_gpu))
@@ -408,13 +409,13 @@ def present(sizing: Sizing, p: Params, ctx: Context) -> None:
         )
     ctx.metric("fp8_max_concurrent_requests", fp8.max_concurrent_requests, "requests")
 
-    from labs import plots
+    from labs.viz import charts
 
     curves = sizing.curves
     xs = next(iter(curves.values()))[0]
     ctx.plot(
         "Concurrent requests vs prompt length",
-        plots.line_chart(
+        charts.line_chart(
             curves,
             title=f"{model.name}, {p.output_tokens} output tokens",
             x_label="prompt tokens",

@@ -181,7 +181,7 @@ def _position_bins(tot: Any) -> tuple[list[PositionBin], dict[str, float | int |
 
 
 def _present(ctx: Context, params: KVQuantParams, bins: list[PositionBin]) -> None:
-    from labs.model_charts import band_line
+    from labs.viz.model_charts import band_line
 
     ctx.plot(
         "KL divergence by position",
@@ -204,7 +204,7 @@ def _present(ctx: Context, params: KVQuantParams, bins: list[PositionBin]) -> No
 
 
 def _span(iv: list[float]) -> str:
-    from labs.headline import readable
+    from labs.viz.tiles import readable
 
     return f"{readable(iv[0])} to {readable(iv[1])}"
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo
 
@@ -64,6 +64,8 @@ KvDtype = Literal["bf16", "fp16", "fp8", "int8", "fp32"]
 CapacityBasis = Literal["datasheet", "nvidia-smi"]
 
 KV_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+# Tokens per paged KV-cache block: vLLM's default ``block_size``.
+VLLM_KV_BLOCK_TOKENS: Final = 16
 
 
 @dataclass(frozen=True)

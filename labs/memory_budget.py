@@ -198,7 +198,7 @@ def budget(params: Params) -> Result:
 
 
 def _memory_figure(r: Result, params: Params, ctx: Context) -> None:
-    from labs.charts import memory_plot
+    from labs.viz.charts import memory_plot
 
     gpu = get_gpu(r.gpu)
     verdict = "fits" if r.fits else f"does not fit (over by {-r.headroom_gb_per_gpu:.1f} GB)"
@@ -264,7 +264,7 @@ def present(r: Result, params: Params, ctx: Context) -> None:
     if r.min_tensor_parallel is not None:
         ctx.metric("min_tensor_parallel", r.min_tensor_parallel, "GPUs", "smallest TP that fits")
 
-    from labs import plots
+    from labs.viz import charts
 
     labels = [k.kind for k in r.weights_by_kind] + ["KV cache", "overhead"]
     values = [gb(k.bytes_per_gpu) for k in r.weights_by_kind] + [
@@ -273,7 +273,7 @@ def present(r: Result, params: Params, ctx: Context) -> None:
     ]
     ctx.plot(
         f"Bytes per GPU by tensor kind ({model.name}, {params.weight_format}, TP {tp})",
-        plots.bar_chart(labels, values, title="Memory per GPU", value_label="GB (1e9 bytes)"),
+        charts.bar_chart(labels, values, title="Memory per GPU", value_label="GB (1e9 bytes)"),
         {"labels": labels, "gb": values, "capacity_gb": r.gpu_capacity_gb},
     )
     for note in r.notes:

@@ -219,7 +219,7 @@ def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
     """SQNR by kind of weight, whiskers from its worst to its best layer: 28 bars of
     dotted names did not read, and a layer x kind colour grid painted 0.1 dB of noise as
     contrast."""
-    from labs.model_charts import interval_bars
+    from labs.viz.model_charts import interval_bars
 
     shown = [r for r in rows if r.quantized and r.sqnr_db is not None]
     if not shown:

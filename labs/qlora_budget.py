@@ -382,7 +382,7 @@ MEMORY_BAR_PARTS = 4
 
 
 def _memory_figure(r: Result, gpu_name: str, ctx: Context) -> None:
-    from labs.charts import memory_plot
+    from labs.viz.charts import memory_plot
 
     parts = sorted(r.components, key=lambda c: c.bytes, reverse=True)
     shown = [(c.name, float(c.bytes)) for c in parts[:MEMORY_BAR_PARTS]]
@@ -429,11 +429,11 @@ def present(r: Result, p: Params, ctx: Context) -> None:
     ctx.metric("headroom_gb", r.headroom_gb, "GB", "headroom")
     ctx.metric("max_micro_batch", r.max_micro_batch, "sequences", "largest micro-batch that fits")
 
-    from labs import plots
+    from labs.viz import charts
 
     ctx.plot(
         f"QLoRA memory by component ({model.name}, r={p.rank})",
-        plots.bar_chart(
+        charts.bar_chart(
             [c.name for c in r.components],
             [gb(c.bytes) for c in r.components],
             title=f"Total {gb(total):.1f} GB of {gb(capacity):.1f} GB",

@@ -276,7 +276,7 @@ def _outliers(sums: dict[Any, Any], tokens: int) -> dict[str, Any]:
 
 
 def _present(ctx: Context, fmt_label: str, results: dict[str, MethodResult], best: str) -> None:
-    from labs.model_charts import interval_bars
+    from labs.viz.model_charts import interval_bars
 
     methods = list(results)
     ctx.table(

@@ -160,7 +160,7 @@ def _summary(findings: list[Finding], tensors: int, files: int, forward_text: st
 def present(diagnosis: Diagnosis, ctx: Context) -> None:
     """What was built and broken, the files and findings tables, the headline metrics, the
     bytes-per-shard plot and one log line per finding."""
-    from labs import plots
+    from labs.viz import charts
 
     result = diagnosis.result
     ctx.progress(0.1, "writing config.json, the index and the shards")
@@ -201,7 +201,7 @@ def present(diagnosis: Diagnosis, ctx: Context) -> None:
     values = [f.bytes_on_disk / KIB for f in result.files]
     ctx.plot(
         "Bytes on disk per shard",
-        plots.bar_chart(labels, values, title="Shards on disk", value_label="KiB (2^10 bytes)"),
+        charts.bar_chart(labels, values, title="Shards on disk", value_label="KiB (2^10 bytes)"),
         {"files": labels, "kib": values},
     )
     for f in result.findings:

@@ -130,8 +130,8 @@ def units(names: list[str], unit: str) -> dict[str, list[str]]:
 
 
 def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) -> None:
-    from labs.headline import readable
-    from labs.model_charts import interval_bars
+    from labs.viz.model_charts import interval_bars
+    from labs.viz.tiles import readable
 
     ctx.plot(
         "KL caused by each unit alone",
@@ -174,7 +174,7 @@ def worth_its_bits(mixed: Point, base: Point, high: Point) -> bool:
 
 def _present_points(ctx: Context, uniform: list[Point], mixed: Point, base: Point) -> None:
     """The size-vs-KL plot: the mix, its base and the uniform formats, each named."""
-    from labs.model_charts import labelled_points
+    from labs.viz.model_charts import labelled_points
 
     points = [mixed, base, *uniform]
     ctx.plot(

@@ -8,7 +8,7 @@ A card (or lesson) places a figure with a fenced block whose info string is ``fi
     caption: "The E2M1 grid: steps of 0.5, then 1, then 2."
     ```
 
-``name`` is a figure of ``labs.figures.FIGURES``; its SVG is ``content/figures/<name>.svg``,
+``name`` is a figure of ``labs.viz.cards.FIGURES``; its SVG is ``content/figures/<name>.svg``,
 drawn by ``lowbit content figures`` (matplotlib, never in the web process). The page shows
 ``<figure><img><figcaption>`` and, as the text alternative beside ``alt``, a ``<details>``
 table of the numbers the figure draws, built here from the same torch-free data.
@@ -29,8 +29,8 @@ from pydantic import Field, ValidationError
 
 from app.content.base import Strict
 from app.content.markdown import render_inline
-from labs.figures import FIGURES, FINGERPRINT_ATTR, FigureData
-from labs.figures.svg import read_root_attr
+from labs.viz.cards import FIGURES, FINGERPRINT_ATTR, FigureData
+from labs.viz.cards.svg import read_root_attr
 
 FIGURE_NAME = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
 _VIEWBOX_RE = re.compile(r'<svg\b[^>]*\sviewBox="0 0 ([\d.]+) ([\d.]+)"')
@@ -84,7 +84,7 @@ def load_figure_files(content_dir: Path) -> dict[str, FigureFile]:
 def figure_problem(ref: FigureRef, files: dict[str, FigureFile]) -> str | None:
     """Why a reference cannot be shown as drawn from today's library, or None."""
     if ref.name not in FIGURES:
-        return f"figure '{ref.name}' is not one of labs.figures.FIGURES ({', '.join(FIGURES)})"
+        return f"figure '{ref.name}' is not one of labs.viz.cards.FIGURES ({', '.join(FIGURES)})"
     f = files.get(ref.name)
     if f is None:
         return f"figure '{ref.name}' has no file content/figures/{ref.name}.svg (run `lowbit content figures`)"

@@ -163,7 +163,14 @@ def _result_context(
                 "this attempt",
             )
         )
-    return {"sub": sub, "s": data, "final": run.is_final, "diff": diff, "reviewing": reviewing}
+    return {
+        "sub": sub,
+        "s": data,
+        "final": run.is_final,
+        "stopping": run.cancel_requested,
+        "diff": diff,
+        "reviewing": reviewing,
+    }
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)

@@ -46,11 +46,12 @@ from app.runs.service import (
     run_context,
     start_run,
 )
-from app.runs.views import format_params, format_value, histogram_svg, quantity, sse
+from app.runs.views import format_params, format_value, quantity, sse
 from app.streams import SlotStreamingResponse, StreamSlot
 from app.templating import is_htmx, render, templates
 from labs.base import WHOLE_REQUEST
-from labs.plots import sanitize_svg, themed
+from labs.viz.inline import histogram_svg
+from labs.viz.theme import themed
 
 router = routes.router(tags=["runs"])
 
@@ -301,12 +302,13 @@ def run_cancel(
 
 @router.get("/runs/{run_id}/plots/{seq}.svg")
 def run_plot(run: RunDep, seq: Seq, session: SessionDep) -> Response:
-    """A plot event's SVG as an image (shown with <img>, so its styles never touch the page)."""
+    """A plot event's SVG as an image (shown with <img>, so its styles never touch the
+    page), with the theme's colours; sanitised when it was stored (``claims.append_events``)."""
     event = session.query(RunEvent).filter_by(run_id=run.id, seq=seq, kind="plot").one_or_none()
     if event is None or not event.data.get("svg"):
         raise HTTPException(404, "No such plot.")
     return Response(
-        themed(sanitize_svg(str(event.data["svg"]))),
+        themed(str(event.data["svg"])),
         media_type="image/svg+xml",
         headers={"Cache-Control": "private, max-age=86400"},
     )

@@ -22,6 +22,7 @@ from app.runs import store
 from app.runs.queue import RunQueue
 from app.runs.store import changed_rows, is_short
 from app.settings import Settings
+from labs.viz.theme import sanitize_svg
 
 log = logging.getLogger("lowbit.runs")
 
@@ -83,7 +84,7 @@ def append_events(
 ) -> bool:
     """Store ``events`` with consecutive ``seq`` numbers; False if this worker no longer
     owns the run (the reaper gave it away, or it ended): the caller stops the lab."""
-    batch = list(events)
+    batch = [(kind, stored_data(kind, data)) for kind, data in events]
     now = utcnow()
     with factory() as s:
         owned = changed_rows(
@@ -103,6 +104,14 @@ def append_events(
         )
         s.commit()
     return True
+
+
+def stored_data(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """An event's data as the store keeps it: a figure's SVG is sanitised here, once,
+    so the pages that serve it (``/runs/…/plots``, a share link's) send it as stored."""
+    if kind == "plot" and "svg" in data:
+        return {**data, "svg": sanitize_svg(str(data["svg"]))}
+    return data
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from app.db import ExerciseState, Submission, utcnow
 from app.exercises import load_exercises
 from app.runs import claims
 from app.settings import Settings
+from labs.judge.gpu import GpuAccess
 from labs.judge.policy import Limits
 from labs.judge.sandbox import Execution, Judge, JudgeUnavailable
 
@@ -35,9 +37,16 @@ MODEL_PROOFS = {"q8_0-quantize": "q8_0"}
 PROOF_LIMITS = Limits(wall_s=60.0, cpu_s=60)
 
 
+CANCELLED = "Cancelled: your code was stopped."
+
+
+class Cancelled(Exception):
+    """The submission was cancelled while its code ran."""
+
+
 @dataclass
 class Verdict:
-    verdict: str  # passed | failed | error | timed_out
+    verdict: str  # passed | failed | error | timed_out | cancelled
     message: str | None = None
     tests: list[dict[str, Any]] = field(default_factory=list)
     output: str = ""
@@ -51,8 +60,11 @@ class Grading:
     """Judges submissions for one worker: the exercises (loaded once) and one warm
     sandbox per worker thread."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, gpu: GpuAccess | None = None):
         self.settings = settings
+        # On a GPU worker, Triton exercises run compiled in a sandbox given this GPU
+        # (labs.judge.gpu); everything else runs without one.
+        self.gpu = gpu
         self._local = threading.local()
         self._judges: list[Judge] = []
         self._lock = threading.Lock()
@@ -64,10 +76,28 @@ class Grading:
                 self._exercises = dict(load_exercises(self.settings))
             return self._exercises
 
-    def judge(self) -> Judge:
-        j: Judge | None = getattr(self._local, "judge", None)
+    def use_gpu(self, cuda: bool) -> None:
+        """Called once the worker knows its device: find the GPU Triton exercises get."""
+        from labs.judge import cgroups, gpu
+
+        self.gpu = gpu.detect(cuda_available=lambda: cuda) if cuda else None
+        if self.gpu is not None:
+            # CUDA runs without an address-space limit: only a cgroup bounds its memory.
+            probe = cgroups.create(2**30, 64)
+            can = probe.enabled
+            probe.remove()
+            if not can:
+                log.warning("no cgroup for a GPU sandbox: Triton stays interpreted")
+                self.gpu = None
+        log.info("judge GPU", extra={"gpu": self.gpu.nodes if self.gpu else None})
+
+    def judge(self, on_gpu: bool = False) -> Judge:
+        """This thread's warm sandbox: with the GPU (``on_gpu`` on a GPU worker) or not."""
+        key = "gpu" if on_gpu and self.gpu is not None else "cpu"
+        j: Judge | None = getattr(self._local, key, None)
         if j is None:
-            j = self._local.judge = Judge()
+            j = Judge(gpu=self.gpu if key == "gpu" else None)
+            setattr(self._local, key, j)
             with self._lock:
                 self._judges.append(j)
         return j
@@ -78,7 +108,15 @@ class Grading:
                 j.close()
             self._judges.clear()
 
-    def grade(self, exercise_id: str, mode: str, code: str) -> Verdict:
+    def grade(
+        self,
+        exercise_id: str,
+        mode: str,
+        code: str,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> Verdict:
+        """Judge ``code``; ``should_stop`` (a cancel or a worker shutdown) ends the
+        running child at once and the verdict is ``cancelled``."""
         from labs.judge import kit
 
         ex = self.exercises().get(exercise_id)
@@ -88,9 +126,15 @@ class Grading:
         limits = Limits(wall_s=wall, cpu_s=int(wall) + 1)
         runs: list[Execution] = []
 
+        stop = should_stop or (lambda: False)
+
+        judge = self.judge(on_gpu=ex.language == "triton")
+
         def execute(calls: list[Any]) -> list[Any]:
-            e = self.judge().run(code, [(c.function, tuple(c.args)) for c in calls], limits)
+            e = judge.run(code, [(c.function, tuple(c.args)) for c in calls], limits, stop)
             runs.append(e)
+            if e.status == "cancelled" or stop():
+                raise Cancelled
             if e.results is None:
                 why = e.message or "your code produced no results"
                 return [kit.CallResult(None, why, 0.0) for _ in calls]
@@ -100,6 +144,8 @@ class Grading:
             results = kit.grade(ex, mode, execute)
         except JudgeUnavailable as e:
             return Verdict("error", f"Your code was not run: {e}.")
+        except Cancelled:
+            return Verdict("cancelled", CANCELLED, sandbox=runs[-1].protections if runs else {})
         verdict = summarise(results, runs)
         if verdict.verdict == "passed" and mode == "submit" and ex.id in MODEL_PROOFS:
             verdict.model_proof = self.prove(ex, code, MODEL_PROOFS[ex.id])
@@ -200,7 +246,9 @@ def record(
         if v.verdict == "passed":
             _mark_passed(s, learner_id, exercise_id)
         s.commit()
-    status = {"timed_out": "timed_out", "error": "failed"}.get(v.verdict, "succeeded")
+    status = {"timed_out": "timed_out", "error": "failed", "cancelled": "cancelled"}.get(
+        v.verdict, "succeeded"
+    )
     ending = claims.Ending(
         status,
         result={

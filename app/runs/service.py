@@ -16,17 +16,11 @@ from app.db import Run, RunShare
 from app.runs import cost, forms, store
 from app.runs.catalog import LabCatalogue
 from app.runs.queue import RunQueue
-from app.runs.views import (
-    DiffRow,
-    arrange_outputs,
-    diff,
-    latest_progress,
-    shared_bars,
-    shared_histograms,
-)
+from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress
 from app.settings import Settings
 from app.templating import is_htmx
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
+from labs.viz.inline import shared_bars, shared_histograms
 
 # Runs shown in a lab's history and beside a run.
 HISTORY_LIMIT = 50

@@ -27,7 +27,7 @@ log = logging.getLogger("lowbit.runs")
 
 MAX_CODE_BYTES = 64 * 1024
 MODES = ("examples", "submit")
-SUBMISSION_QUEUE = "cpu"  # the judge runs on CPU workers (Triton under its interpreter)
+SUBMISSION_QUEUE = "cpu"  # every worker takes it; a GPU worker compiles Triton exercises
 # A submission's cost estimate (seconds): a fork in a warm sandbox and the grading
 # (~0.2 s measured, benchmarks/exercises.py), so it goes in the short lane; the
 # exercise's time limit bounds it.
@@ -165,12 +165,13 @@ def history(session: Session, learner_id: str, exercise_id: str) -> list[Submiss
 
 
 def status_of(run: Run, sub: Submission) -> str:
-    """queued | running | passed | failed | error | timed_out (DESIGN.md, Exercises)."""
+    """queued | running | passed | failed | error | timed_out (DESIGN.md, Exercises),
+    or cancelled (by the learner, queued or running)."""
     if not run.is_final:
         return run.status
     if sub.verdict:
         return sub.verdict
-    return "timed_out" if run.status == "timed_out" else "error"
+    return run.status if run.status in ("timed_out", "cancelled") else "error"
 
 
 def to_json(run: Run, sub: Submission) -> dict[str, Any]:

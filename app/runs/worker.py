@@ -60,9 +60,6 @@ THREAD_JOIN_S = 10.0
 # Upper bound on the reaper period, seconds.
 REAPER_MAX_INTERVAL_S = 10.0
 NVIDIA_SMI_TIMEOUT_S = 10.0
-# Seconds a worker keeps retrying a run's database writes (claim, events) through a
-# database restart or a full disk before leaving the run to the reaper.
-DB_RETRY_S = 20.0
 DB_RETRY_BACKOFF_S = 0.5
 # Storing a finished run's result is retried far longer, with backoff up to the
 # cap: the work is done and worth keeping through a long outage. Past this the
@@ -145,6 +142,7 @@ class LabWorker:
         if self.gpus and info.get("torch_cuda"):
             # The server counts through NVML, which leaves CUDA uninitialised for its children.
             self.device = "cuda" if int(info.get("cuda_devices") or 0) > 0 else "cpu"
+        self.grading.use_gpu(self.device == "cuda")  # Triton exercises compile there
         if "gpu" in self.queues and self.device != "cuda":
             log.warning("no usable GPU: this worker will not take the gpu queue")
             self.queues = [q for q in self.queues if q != "gpu"]
@@ -304,10 +302,12 @@ class LabWorker:
             return
         bell.drain()
 
-    def _db(self, what: str, fn: Callable[[], T], patience_s: float = DB_RETRY_S) -> T:
-        """``fn()``, retried for ``patience_s`` seconds while the database is
-        unavailable, the pause doubling from DB_RETRY_BACKOFF_S up to its cap."""
-        deadline = time.monotonic() + patience_s
+    def _db(self, what: str, fn: Callable[[], T], patience_s: float | None = None) -> T:
+        """``fn()``, retried for ``patience_s`` seconds (``settings.db_retry_seconds``)
+        while the database is unavailable, the pause doubling from DB_RETRY_BACKOFF_S
+        up to its cap."""
+        patience = self.settings.db_retry_seconds if patience_s is None else patience_s
+        deadline = time.monotonic() + patience
         pause = DB_RETRY_BACKOFF_S
         while True:
             try:
@@ -347,7 +347,7 @@ class LabWorker:
         try:
             lane_name = lane(run.queue, is_short(run.estimate_s, self.settings))
             if run.kind == "submission":
-                self._judge(run_id)
+                self._judge(run_id, lane_name)
             else:
                 self._execute(run_id, run.lab_id, run.params, run.attempts, lane_name)
         except Exception as e:  # never leave a claimed run heartbeating forever
@@ -422,10 +422,19 @@ class LabWorker:
         outcome = self.run_job(Job(lab, params, cfg), store, should_stop)
         self._record(run_id, lane_name, outcome, env)
 
-    def _judge(self, run_id: str) -> None:
-        """Grade an exercise submission (``app.runs.judging``) and record the verdict."""
+    def _judge(self, run_id: str, lane_name: str) -> None:
+        """Grade an exercise submission (``app.runs.judging``) and record the verdict.
+        A cancel stops the learner's code at once (``cancelled``), as for a lab run;
+        a worker shutdown stops it and hands the submission back to the queue."""
         sub = self._db("submission", lambda: judging.load(self.factory, run_id))
-        verdict = self.grading.grade(sub.exercise_id, sub.mode, sub.code)
+
+        def should_stop() -> bool:
+            return run_id in self.cancelled or self.killing.is_set()
+
+        verdict = self.grading.grade(sub.exercise_id, sub.mode, sub.code, should_stop)
+        if verdict.verdict == "cancelled" and run_id not in self.cancelled:
+            self._hand_back(run_id, lane_name)
+            return
         if not self._db(
             "finish",
             lambda: judging.record(
@@ -447,16 +456,7 @@ class LabWorker:
             log.warning("run taken over by another worker", extra={"run": run_id})
             return
         if outcome.status == "cancelled" and run_id not in self.cancelled:
-            # Stopped by a worker shutdown, not by the learner: back in the queue.
-            if claims.requeue_own(
-                self.factory,
-                run_id,
-                self.worker_id,
-                "The worker was stopped; the run was queued again.",
-            ):
-                log.info("run handed back to the queue", extra={"run": run_id})
-                queue, short = lane_of(lane_name)
-                self.queue.enqueue(run_id, queue, short)
+            self._hand_back(run_id, lane_name)
             return
         ending = claims.Ending(
             outcome.status,
@@ -482,6 +482,18 @@ class LabWorker:
                 "duration_s": outcome.duration_s,
             },
         )
+
+    def _hand_back(self, run_id: str, lane_name: str) -> None:
+        """Stopped by a worker shutdown, not by the learner: back in the queue."""
+        if claims.requeue_own(
+            self.factory,
+            run_id,
+            self.worker_id,
+            "The worker was stopped; the run was queued again.",
+        ):
+            log.info("run handed back to the queue", extra={"run": run_id})
+            queue, short = lane_of(lane_name)
+            self.queue.enqueue(run_id, queue, short)
 
     # -- maintenance --------------------------------------------------------
 

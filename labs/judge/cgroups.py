@@ -8,6 +8,7 @@ sandbox runs without one and records why: it is a protection "where available".
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -18,6 +19,11 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # the sandbox is born inside them (no window in which a fork escapes).
 REMOVE_PATIENCE_S = 2.0
 ENTER = 'while [ "$1" != "--" ]; do echo $$ > "$1" || exit 70; shift; done; shift; exec "$@"'
+
+
+# Every judge cgroup is named lowbit-judge-<the worker's pid>-<6 hex digits>.
+PREFIX = "lowbit-judge-"
+NAME = re.compile(r"lowbit-judge-(\d+)-[0-9a-f]{6}")
 
 
 @dataclass
@@ -66,7 +72,7 @@ def _make(d: Path, settings: dict[str, int]) -> None:
 
 def create(memory_bytes: int, tasks: int, root: Path = CGROUP_ROOT) -> Cgroup:
     """New cgroups limiting memory and tasks, or an empty ``Cgroup`` saying why not."""
-    name = f"lowbit-judge-{os.getpid()}-{secrets.token_hex(3)}"
+    name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
     if (root / "cgroup.controllers").is_file():  # v2 only
         try:
             _make(root / name, {"memory.max": memory_bytes, "pids.max": tasks})
@@ -85,3 +91,49 @@ def create(memory_bytes: int, tasks: int, root: Path = CGROUP_ROOT) -> Cgroup:
         Cgroup(made).remove()
         return Cgroup(detail=f"not available: cgroup v1 refused ({e.strerror or e})")
     return Cgroup(made, f"cgroup v1: memory {memory_bytes >> 20} MiB, {tasks} tasks")
+
+
+def remove_stale(root: Path = CGROUP_ROOT) -> list[Path]:
+    """Remove the judge cgroups a dead worker left (SIGKILLed, it could not remove
+    them): only folders named as ``create`` names them, whose worker pid is gone and
+    which hold no process. Another live worker's cgroups are never touched. Returns
+    what was removed."""
+    parents = (
+        [root] if (root / "cgroup.controllers").is_file() else [root / "memory", root / "pids"]
+    )
+    removed = []
+    for parent in parents:
+        try:
+            names = [e.name for e in os.scandir(parent) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for name in names:
+            d = parent / name
+            m = NAME.fullmatch(name)
+            if m is None or _alive(int(m.group(1))) or _has_processes(d):
+                continue
+            try:
+                d.rmdir()
+            except OSError:  # busy after all, or not ours to remove
+                continue
+            removed.append(d)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _has_processes(d: Path) -> bool:
+    try:
+        return bool((d / "cgroup.procs").read_text().split())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True

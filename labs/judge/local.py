@@ -70,7 +70,14 @@ def _call_all(code: str, calls: list[Any]) -> list[dict[str, Any]]:
 def _interpret_triton() -> None:
     """Triton kernels decorated from now on run in Triton's interpreter: the variable
     for a fresh import, and the knob itself where Triton is loaded already (a setdefault
-    alone lost to an earlier value, and kernels came out compiled, failing on a CPU)."""
+    alone lost to an earlier value, and kernels came out compiled, failing on a CPU).
+
+    Not enough where ``triton.language`` was imported before this: its own ``@jit``
+    helpers (``tl.max``, ``tl.sum``, ``tl.cdiv``… in ``triton/language/standard.py``)
+    were decorated then, compiled, and an interpreted kernel calling one fails with
+    "Cannot call @triton.jit'd outside of the scope of a kernel". Such a process must
+    run Triton code in a fresh interpreter (the sandbox's zygote sets the variable
+    before anything imports Triton)."""
     import sys
 
     os.environ["TRITON_INTERPRET"] = "1"

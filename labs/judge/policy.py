@@ -15,7 +15,10 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from labs.judge.gpu import GpuAccess
 
 MIB = 2**20
 GIB = 2**30
@@ -152,9 +155,18 @@ def python_paths() -> tuple[str, list[str]]:
 
 
 def bwrap_args(
-    bwrap: str, seccomp_fd: int, control_fd: int, limits: Limits, as_root: bool
+    bwrap: str,
+    seccomp_fd: int,
+    control_fd: int,
+    limits: Limits,
+    as_root: bool,
+    gpu: GpuAccess | None = None,
 ) -> list[str]:
-    """The whole sandbox as one bubblewrap command line (up to the interpreter)."""
+    """The whole sandbox as one bubblewrap command line (up to the interpreter).
+
+    Without ``gpu`` no ``/dev/nvidia*`` is there and Triton runs in its interpreter;
+    with it (a Triton exercise on a GPU worker, ``labs.judge.gpu``) exactly its device
+    nodes are bound, the driver's libraries are readable and Triton compiles."""
     exe, packages = python_paths()
     args = [bwrap, "--die-with-parent", "--new-session"]
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
@@ -180,6 +192,8 @@ def bwrap_args(
     args += ["--perms", "0755", "--dir", RUNNER_DIR, "--perms", "0755", "--dir", PACKAGES_DIR]
     for path, there in zip(packages, inside, strict=True):
         args += ["--ro-bind", path, there]
+    if gpu is not None:
+        binds += [d for d in gpu.library_binds if d not in binds]
     for path in binds:
         # bwrap would copy the mode of a parent such as /root (0700): the sandbox user
         # must be able to walk down to the interpreter.
@@ -192,12 +206,16 @@ def bwrap_args(
     for name in ("runner.py", "wire.py"):
         args += ["--ro-bind", str(here / name), f"{RUNNER_DIR}/{name}"]
     args += ["--proc", "/proc", "--dev", "/dev"]
+    for host, inside_path in gpu.nodes if gpu is not None else ():
+        args += ["--dev-bind", host, inside_path]  # one node each, never the host's /dev
     args += ["--chdir", SANDBOX_TMP]
     # The root and /dev tmpfs bwrap builds stay read-only: /tmp is the one writable place.
     args += ["--remount-ro", "/", "--remount-ro", "/dev"]
     args += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", SANDBOX_TMP]
-    args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "TRITON_INTERPRET", "1"]
-    args += ["--setenv", "OMP_NUM_THREADS", "1"]
+    args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "OMP_NUM_THREADS", "1"]
+    env = gpu.env() if gpu is not None else {"TRITON_INTERPRET": "1"}
+    for name, value in env.items():
+        args += ["--setenv", name, value]
     args += ["--seccomp", str(seccomp_fd)]
     args += ["--", exe, "-E", "-s", "-S", "-B", f"{RUNNER_DIR}/runner.py"]
     args += [str(control_fd), *inside]

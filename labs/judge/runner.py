@@ -3,13 +3,15 @@
 Started by ``labs.judge.sandbox`` as ``python -E -s -S /judge/runner.py SITE...``
 with a unix socket on fd 3. It is the *zygote*: it drops to the sandbox user, makes
 itself undumpable, imports torch once (the ~1-3 s every submission would otherwise
-pay) and then waits. For each submission the worker sends three fresh pipes over the
-socket (the payload to read, the output to write, the results to write); the zygote
-forks one child, which re-applies the per-submission limits, reads the learner's code
-and the calls from its own pipe (so the zygote never holds a learner's code or data),
-runs them and writes the encoded return values. When the child ends or the wall
-time runs out the zygote kills every process left in the sandbox, empties /tmp and
-reports. Grading happens outside: this file only computes the learner's outputs.
+pay) and then waits. For each submission the worker sends four fresh pipes over the
+socket (the payload to read, the output to write, the results to write, and a cancel
+pipe the worker writes to when the learner cancels); the zygote forks one child,
+which re-applies the per-submission limits, reads the learner's code and the calls
+from its own pipe (so the zygote never holds a learner's code or data), runs them
+and writes the encoded return values. When the child ends, the wall time runs out
+or the submission is cancelled, the zygote kills every process left in the sandbox,
+empties /tmp and reports. Grading happens outside: this file only computes the
+learner's outputs.
 
 Standard library, torch and ``wire`` only: the project tree is not mounted here.
 """
@@ -160,6 +162,20 @@ def _read_all(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _on_device(v: Any, device: str) -> Any:
+    """``v`` with every tensor in it moved to ``device`` (the results come back to the
+    CPU in ``wire.encode``)."""
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return v.to(device)
+    if isinstance(v, list | tuple):
+        return type(v)(_on_device(x, device) for x in v)
+    if isinstance(v, dict):
+        return {k: _on_device(x, device) for k, x in v.items()}
+    return v
+
+
 def child_main(control_fd: int, fds: list[int], limits: dict[str, Any]) -> None:
     """One submission. Never returns: exits the process."""
     payload_r, out_w, result_w = fds
@@ -182,6 +198,8 @@ def child_main(control_fd: int, fds: list[int], limits: dict[str, Any]) -> None:
         code, calls = request["code"], request["calls"]
     except Exception:  # noqa: BLE001 - the worker wrote it; report, never run
         os._exit(EXIT_BAD_PAYLOAD)
+    if limits.get("device") == "cuda":  # a GPU worker: the learner's kernels get CUDA tensors
+        calls = [[function, _on_device(args, "cuda")] for function, args in calls]
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
@@ -257,18 +275,23 @@ def _remove(path: str, how: Any) -> None:
 
 
 def supervise(ctrl: socket.socket, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    """Fork the child for one submission, wait for it to exit, its wall time to run
+    out or the worker to cancel it (a byte, or EOF, on the cancel pipe), then kill
+    whatever is left and empty /tmp. The zygote itself stays, warm for the next one."""
     limits = message["limits"]
+    cancel_r = fds[3]
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        child_main(ctrl.fileno(), fds, limits)
-    for fd in fds:
+        os.close(cancel_r)
+        child_main(ctrl.fileno(), fds[:3], limits)
+    for fd in fds[:3]:
         os.close(fd)
     pidfd = os.pidfd_open(pid)
-    ready, _, _ = select.select([pidfd], [], [], float(limits["wall_s"]))
+    ready, _, _ = select.select([pidfd, cancel_r], [], [], float(limits["wall_s"]))
     seconds = time.monotonic() - start
     report: dict[str, Any] = {"op": "done", "seconds": round(seconds, 4)}
-    if ready:
+    if pidfd in ready:
         _, status, usage = os.wait4(pid, 0)
         report["max_rss_kib"] = usage.ru_maxrss
         report["exit_code"] = os.waitstatus_to_exitcode(status)
@@ -276,8 +299,9 @@ def supervise(ctrl: socket.socket, message: dict[str, Any], fds: list[int]) -> d
         if report["exit_code"] == -signal.SIGXCPU:
             report["status"] = "timed_out"
     else:
-        report["status"] = "timed_out"
+        report["status"] = "cancelled" if ready else "timed_out"
     os.close(pidfd)
+    os.close(cancel_r)
     report["left_behind"] = kill_all()
     wipe_tmp()
     return report
@@ -297,7 +321,7 @@ def zygote(control_fd: int, site_dirs: list[str]) -> None:
         if received is None:
             return  # the worker closed the socket: the sandbox ends
         message, fds = received
-        if message.get("op") != "run" or len(fds) != 3:
+        if message.get("op") != "run" or len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             _send(ctrl, {"op": "failed", "error": "bad request"})

@@ -14,6 +14,7 @@ seccomp program, and it sees no database file, socket or project file.
 from __future__ import annotations
 
 import array
+import functools
 import json
 import os
 import shutil
@@ -21,14 +22,18 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from labs.judge import cgroups, wire
+from labs.judge.gpu import GpuAccess
 from labs.judge.policy import SANDBOX_TMP, SECCOMP_DENY, Limits, bwrap_args
 
 START_TIMEOUT_S = 90.0  # importing torch on a loaded 2-core machine
 GRACE_S = 5.0  # past the wall time before the whole sandbox is killed from outside
+# How often a running submission looks whether it was cancelled (``should_stop``).
+CANCEL_POLL_S = 0.1
 # The sandbox's cgroup holds the zygote, bwrap's init and every child: room for a
 # fork-bombing child's full RLIMIT_NPROC and then some.
 CGROUP_TASKS_PER_NPROC = 2
@@ -41,6 +46,13 @@ REQUIRED = (
 )
 
 
+CANCELLED = "cancelled: your code was stopped"
+
+
+class Stopped(Exception):
+    """``should_stop`` said stop before the submission's child was started."""
+
+
 class JudgeUnavailable(RuntimeError):
     """The sandbox cannot be set up here; the message says why, for the learner."""
 
@@ -50,7 +62,7 @@ class Execution:
     """What one submission did. ``results`` holds one dict per call (value, error,
     seconds) or is None when the process produced none."""
 
-    status: str  # "ok", "timed_out" or "error"
+    status: str  # "ok", "timed_out", "cancelled" or "error"
     results: list[dict[str, Any]] | None
     output: str
     output_truncated: bool
@@ -90,27 +102,53 @@ def _feed(fd: int, data: bytes) -> None:
 class Judge:
     """One warm sandbox. Not thread-safe by design: one submission at a time."""
 
-    def __init__(self, limits: Limits | None = None, bwrap: str | None = None):
+    def __init__(
+        self, limits: Limits | None = None, bwrap: str | None = None, gpu: GpuAccess | None = None
+    ):
         self.limits = limits or Limits()
+        self.gpu = gpu  # a Triton sandbox on a GPU worker (labs.judge.gpu); else none
         self.bwrap = (shutil.which("bwrap") or "") if bwrap is None else bwrap
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
         self._buffer = b""
         self._eof = False
         self._inside: dict[str, dict[str, Any]] = {}
+        # While the zygote is starting: when it must have said "ready" by.
+        self._ready_by: float | None = None
         self._cgroup = cgroups.Cgroup(detail="not started")
         self._lock = threading.Lock()
 
     # -- the sandbox's life ---------------------------------------------------
 
-    def start(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
+    def start(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Start the sandbox and wait for its zygote. A ``should_stop`` that answers
+        True meanwhile raises ``Stopped`` and leaves the sandbox starting: the next
+        submission waits for the rest of its start instead of paying for a new one."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._launch()
+        if self._ready_by is None:
             return
+        while (reply := self._reply(CANCEL_POLL_S)) is None and not self._eof:
+            if time.monotonic() > self._ready_by:
+                break
+            if should_stop is not None and should_stop():
+                raise Stopped
+        if reply is None or reply.get("op") != "ready":
+            why = (reply or {}).get("error") or self._stderr() or "no answer"
+            self.close()
+            raise JudgeUnavailable(f"the sandbox did not start: {why}")
+        self._inside, self._ready_by = reply["protections"], None
+
+    def _launch(self) -> None:
         if not self.bwrap:
             raise JudgeUnavailable("bubblewrap (bwrap) is not installed, so no code can run")
+        _remove_stale_cgroups()
         seccomp_fd = _compile_seccomp()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        args = bwrap_args(self.bwrap, seccomp_fd, theirs.fileno(), self.limits, os.geteuid() == 0)
+        args = bwrap_args(
+            self.bwrap, seccomp_fd, theirs.fileno(), self.limits, os.geteuid() == 0, self.gpu
+        )
         lim = self.limits
         self._cgroup = cgroups.create(lim.address_space_bytes, lim.nproc * CGROUP_TASKS_PER_NPROC)
         args = self._cgroup.wrap(args)
@@ -128,12 +166,7 @@ class Judge:
             os.close(seccomp_fd)
             theirs.close()
         self._ctrl, self._buffer, self._eof = ours, b"", False
-        reply = self._reply(START_TIMEOUT_S)
-        if reply is None or reply.get("op") != "ready":
-            why = (reply or {}).get("error") or self._stderr() or "no answer"
-            self.close()
-            raise JudgeUnavailable(f"the sandbox did not start: {why}")
-        self._inside = reply["protections"]
+        self._ready_by = time.monotonic() + START_TIMEOUT_S
 
     def _stderr(self) -> str:
         proc = self._proc
@@ -155,6 +188,7 @@ class Judge:
             if self._proc.stderr is not None:
                 self._proc.stderr.close()
             self._proc = None
+        self._ready_by = None
         self._cgroup.remove()
 
     def _reply(self, timeout_s: float) -> dict[str, Any] | None:
@@ -199,9 +233,15 @@ class Judge:
             "rlimits": {
                 "enabled": True,
                 "detail": f"CPU {limits.cpu_s} s, address space "
-                f"{limits.address_space_bytes // 2**20} MiB, {limits.nproc} tasks, "
+                + (
+                    "unlimited (CUDA reserves its own; the cgroup bounds memory)"
+                    if self.gpu is not None
+                    else f"{limits.address_space_bytes // 2**20} MiB"
+                )
+                + f", {limits.nproc} tasks, "
                 f"files {limits.file_bytes // 2**20} MiB, {limits.nofile} open files",
             },
+            "gpu": _gpu_protection(self.gpu),
             "wall_time": {
                 "enabled": True,
                 "detail": f"{limits.wall_s:g} s, then the tree is killed",
@@ -213,40 +253,69 @@ class Judge:
         return p
 
     def run(
-        self, code: str, calls: list[tuple[str, tuple[Any, ...]]], limits: Limits | None = None
+        self,
+        code: str,
+        calls: list[tuple[str, tuple[Any, ...]]],
+        limits: Limits | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Execution:
-        """Run ``code`` and then each ``(function, args)`` call in a fresh child."""
+        """Run ``code`` and then each ``(function, args)`` call in a fresh child.
+
+        ``should_stop`` is asked every CANCEL_POLL_S while the child runs: once it
+        answers True the zygote kills the child's tree and the execution ends
+        ``cancelled``; the zygote stays warm for the next submission."""
         limits = limits or self.limits
+        stop = should_stop or _never
         with self._lock:
-            self.start()
+            try:
+                if stop():
+                    raise Stopped
+                self.start(stop)
+            except Stopped:
+                ended = {"enabled": True, "detail": "cancelled before any code ran"}
+                return Execution(
+                    "cancelled", None, "", False, 0, 0.0, CANCELLED, None, {"process_tree": ended}
+                )
             protections = self.protections(limits)
             missing = [k for k in REQUIRED if not protections.get(k, {}).get("enabled")]
+            if self.gpu is not None and not self._cgroup.enabled:
+                missing.append("cgroup (a GPU sandbox has no address-space limit)")
             if missing:
                 self.close()
                 raise JudgeUnavailable(
                     "the sandbox lacks " + ", ".join(missing) + ": refusing to run"
                 )
             payload = wire.encode({"code": code, "calls": [[f, list(a)] for f, a in calls]})
-            return self._submit(payload, limits, protections)
+            return self._submit(payload, limits, protections, stop)
 
-    def _submit(self, payload: bytes, limits: Limits, protections: dict[str, Any]) -> Execution:
+    def _submit(
+        self,
+        payload: bytes,
+        limits: Limits,
+        protections: dict[str, Any],
+        should_stop: Callable[[], bool],
+    ) -> Execution:
         assert self._ctrl is not None
         payload_r, payload_w = os.pipe()
         out_r, out_w = os.pipe()
         res_r, res_w = os.pipe()
-        message = json.dumps({"op": "run", "limits": limits.for_child()}).encode() + b"\n"
-        fds = array.array("i", [payload_r, out_w, res_w])
+        cancel_r, cancel_w = os.pipe()
+        message = json.dumps({"op": "run", "limits": self._for_child(limits)}).encode() + b"\n"
+        fds = array.array("i", [payload_r, out_w, res_w, cancel_r])
         try:
             self._ctrl.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         finally:
-            for fd in (payload_r, out_w, res_w):
+            for fd in (payload_r, out_w, res_w, cancel_r):
                 os.close(fd)
         feeder = threading.Thread(target=_feed, args=(payload_w, payload), daemon=True)
         out, res = _Drain(out_r, limits.output_bytes), _Drain(res_r, limits.result_bytes)
         for t in (feeder, out, res):
             t.start()
         start = time.monotonic()
-        report = self._reply(limits.wall_s + GRACE_S)
+        try:
+            report = self._await_report(limits.wall_s + GRACE_S, cancel_w, should_stop)
+        finally:
+            os.close(cancel_w)
         if report is None:  # the zygote is gone or stuck: end the whole sandbox
             died = self._eof or self._proc is None or self._proc.poll() is not None
             self.close()
@@ -259,6 +328,37 @@ class Judge:
         for t in (feeder, out, res):
             t.join(timeout=GRACE_S)
         return self._outcome(report, out, res, limits, protections)
+
+    def _for_child(self, limits: Limits) -> dict[str, Any]:
+        child: dict[str, Any] = dict(limits.for_child())
+        if self.gpu is not None:
+            # CUDA reserves far more address space than it uses and fails under any
+            # RLIMIT_AS; the sandbox's cgroup bounds the memory instead.
+            child.update({"as": -1, "device": "cuda"})
+        return child
+
+    def _await_report(
+        self, timeout_s: float, cancel_w: int, should_stop: Callable[[], bool]
+    ) -> dict[str, Any] | None:
+        """The zygote's report on the running child, asking ``should_stop`` meanwhile;
+        once it says stop, the zygote is told (a byte on the cancel pipe) and gets
+        GRACE_S more to kill the tree and answer."""
+        deadline = time.monotonic() + timeout_s
+        cancelled = False
+        while True:
+            if not cancelled and should_stop():
+                cancelled = True
+                try:
+                    os.write(cancel_w, b"x")
+                except OSError:  # the zygote is done with this child already
+                    pass
+                deadline = min(deadline, time.monotonic() + GRACE_S)
+            left = deadline - time.monotonic()
+            report = self._reply(min(CANCEL_POLL_S, max(left, 0.0)))
+            if report is not None or self._eof or left <= 0:
+                return report
+            if self._proc is None or self._proc.poll() is not None:
+                return None
 
     def _outcome(
         self,
@@ -298,6 +398,9 @@ class Judge:
         if report.get("status") == "timed_out":
             e.status, e.message = "timed_out", f"stopped after the {limits.wall_s:g} s time limit"
             return e
+        if report.get("status") == "cancelled":
+            e.status, e.message = "cancelled", CANCELLED
+            return e
         if report.get("status") == "sandbox_died":
             e.status, e.message = (
                 "error",
@@ -317,6 +420,25 @@ class Judge:
             return e
         e.results = results
         return e
+
+
+def _gpu_protection(gpu: GpuAccess | None) -> dict[str, Any]:
+    """What the sandbox sees of the GPU ("enabled" means: confined to its device)."""
+    if gpu is None:
+        return {"enabled": True, "detail": "no GPU device; Triton runs in its interpreter"}
+    nodes = ", ".join(inside for _host, inside in gpu.nodes)
+    return {"enabled": True, "detail": f"only {nodes}; Triton compiles for the GPU"}
+
+
+@functools.cache
+def _remove_stale_cgroups() -> None:
+    """Once per process, before its first sandbox: the cgroups a SIGKILLed worker
+    left behind go (``cgroups.remove_stale``; idempotent, so a race is harmless)."""
+    cgroups.remove_stale()
+
+
+def _never() -> bool:
+    return False
 
 
 def _exit_message(code: int | None) -> str:

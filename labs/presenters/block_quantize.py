@@ -9,7 +9,7 @@ from typing import Any
 
 from labs.base import Context
 from labs.block_quantize import BlockQuantizeParams, BlockQuantizeResult, BlockView, Histogram
-from labs.headline import readable
+from labs.viz.tiles import readable
 
 # A grid value and a dequantized value this close (relative) are the same point.
 GRID_MATCH_RTOL = 1e-4
@@ -110,7 +110,7 @@ def block_grid(r: BlockQuantizeResult, block: BlockView) -> list[float] | None:
 
 
 def _grid_figure(r: BlockQuantizeResult, ctx: Context) -> None:
-    from labs import charts
+    from labs.viz import charts
 
     block = r.first_blocks[0]
     grid = block_grid(r, block)
@@ -149,7 +149,7 @@ def _grid_figure(r: BlockQuantizeResult, ctx: Context) -> None:
 
 
 def _split_figure(r: BlockQuantizeResult, ctx: Context) -> None:
-    from labs import charts
+    from labs.viz import charts
 
     m = r.metrics
     share = m.clipping_mse / m.mse if m.mse > 0 else 0.0
@@ -183,7 +183,7 @@ def outlier_note(h: Histogram) -> str:
 
 
 def _histogram_figure(h: Histogram, title: str, x_label: str, ctx: Context) -> None:
-    from labs import charts
+    from labs.viz import charts
 
     note = outlier_note(h)
     log = charts.needs_log_counts(h.counts)

@@ -15,7 +15,7 @@ from functools import wraps
 from typing import Any
 
 from labs.base import Concept
-from labs.headline import readable, readable_bytes
+from labs.viz.tiles import readable, readable_bytes
 
 Result = Mapping[str, Any]
 ConceptFn = Callable[[Result, str], Concept | None]

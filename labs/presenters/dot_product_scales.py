@@ -129,12 +129,12 @@ def _asymmetric(fmt: str, asym: AsymmetricReport, ctx: Context) -> None:
 
 
 def _chart(product: Product, ctx: Context) -> None:
-    from labs import plots
+    from labs.viz import charts
 
     placements = product.result.placements
     ctx.plot(
         "Relative error against the fp32 product",
-        plots.bar_chart(
+        charts.bar_chart(
             [p.name.split(" ")[0] + " " + p.granularity for p in placements],
             [p.rel_error_vs_fp32 * PERCENT for p in placements],
             title=f"{product.result.format}: where the scales are applied",

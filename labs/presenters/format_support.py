@@ -100,7 +100,7 @@ def _tables(r: Result, ctx: Context) -> None:
 
 
 def _plot(r: Result, ctx: Context) -> None:
-    from labs import plots
+    from labs.viz import charts
 
     model_name = get_model(r.model).name
     plotted = [g for g in r.per_gpu if g.decode_tokens_per_s_bound is not None]
@@ -108,7 +108,7 @@ def _plot(r: Result, ctx: Context) -> None:
     values = [g.decode_tokens_per_s_bound or 0.0 for g in plotted]
     ctx.plot(
         f"Batch-1 decode upper bound for {model_name} in {r.format}, by GPU",
-        plots.bar_chart(
+        charts.bar_chart(
             labels,
             values,
             title=f"{model_name}, {r.format}",

@@ -1,5 +1,5 @@
 """Headline tiles of the labs whose modules are already long: each function maps a
-stored result (JSON) to the 3–5 numbers its run page leads with (labs.headline).
+stored result (JSON) to the 3–5 numbers its run page leads with (labs.viz.tiles).
 Torch-free and free of the lab modules' imports, so a lab module can import its
 function to register it."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from labs.headline import Tile, readable, tile
+from labs.viz.tiles import Tile, readable, tile
 
 Result = Mapping[str, Any]
 

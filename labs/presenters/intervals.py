@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from labs.headline import Tile, exact_text, readable
+from labs.viz.tiles import Tile, exact_text, readable
 
 # Significant digits of the ± half-width: two, as llama-perplexity prints its error.
 HALF_WIDTH_DIGITS = 2

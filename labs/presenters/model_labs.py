@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Concept
-from labs.headline import Tile, readable, readable_bytes, tile
 from labs.presenters.intervals import interval_tile, noise_words, pm, relative
+from labs.viz.tiles import Tile, readable, readable_bytes, tile
 
 Result = Mapping[str, Any]
 # bits per weight of the comparison format in model-quality's review question

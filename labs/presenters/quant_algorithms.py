@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Concept
-from labs.headline import Tile, readable, tile
 from labs.presenters.intervals import interval_tile, noise_phrase, pm, relative
+from labs.viz.tiles import Tile, readable, tile
 
 Result = Mapping[str, Any]
 # What AWQ exploits: in billion-parameter LLMs a few input channels are ~100× the median

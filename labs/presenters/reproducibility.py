@@ -48,12 +48,12 @@ def present(trial: Trial, params: Params, ctx: Context) -> None:
         )
     ctx.metric("runs_max_abs_diff", r.runs_max_abs_diff, "logits", "run 1 vs run 2")
 
-    from labs import plots
+    from labs.viz import charts
 
     first = r.comparisons[0].format
     ctx.plot(
         f"Per-input max |Δlogit|, fp32 vs {first}",
-        plots.histogram(
+        charts.histogram(
             trial.diffs_per_input,
             title=f"fp32 vs {first} weights",
             value_label="max |Δlogit| per input",

@@ -84,14 +84,14 @@ def _metrics(r: Result, ctx: Context) -> None:
 
 
 def _plot(r: Result, ctx: Context) -> None:
-    from labs import plots
+    from labs.viz import charts
 
     steps = r.elements
     order = sorted(range(r.elements_shown), key=lambda i: steps[i].x)
     xs = [steps[i].x for i in order]
     ctx.plot(
         "Each value and what comes back",
-        plots.line_chart(
+        charts.line_chart(
             {
                 "dequantized": (xs, [steps[i].dequantized for i in order]),
                 "x (no error)": ([xs[0], xs[-1]], [xs[0], xs[-1]]),

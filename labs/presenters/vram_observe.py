@@ -137,7 +137,7 @@ def _metrics(result: Result, ctx: Context) -> None:
 
 
 def _plot(result: Result, params: Params, ctx: Context) -> None:
-    from labs import plots
+    from labs.viz import charts
 
     cuda = result.device == "cuda"
     cap_mib = result.memory_cap_bytes / MIB
@@ -150,7 +150,7 @@ def _plot(result: Result, params: Params, ctx: Context) -> None:
     }
     ctx.plot(
         f"Peak {'GPU memory (allocated)' if cuda else 'process RSS'} against batch",
-        plots.line_chart(
+        charts.line_chart(
             series,
             title=f"{params.workload}, {params.layers} × hidden {params.hidden_size}",
             x_label="batch (sequences)",

@@ -50,7 +50,7 @@ CLI_DIGITS = 4
 def cell(value: Any) -> str:
     """A table cell as a reader wants it: 17.718452608157502 → '17.72', 0.00139842657 →
     '0.001398', 9.1e-06 → '9.1×10⁻⁶'; integers with thousands separators."""
-    from labs.headline import readable
+    from labs.viz.tiles import readable
 
     if isinstance(value, bool) or value is None:
         return "—" if value is None else ("yes" if value else "no")

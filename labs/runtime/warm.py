@@ -34,8 +34,7 @@ PRELOAD = (
     "labs.lm.hf",  # transformers, without torchao's start-up warnings
     "transformers.models.llama.modeling_llama",
     "transformers.integrations.sdpa_attention",
-    "labs.plots",
-    "labs.charts",
+    "labs.viz.charts",
     "encodings.idna",
     "json",
     "subprocess",
@@ -91,12 +90,12 @@ def warm_charts() -> None:
     with matplotlib's font files opened and its glyph and layout caches filled: the
     first chart of a process measured 0.64 s here, later ones 0.08-0.12 s. Pure
     matplotlib and numpy (no torch op, no thread pool: the parent stays fork-safe)."""
-    from labs import charts, plots
+    from labs.viz import charts
 
     charts.binned_histogram(
         [0.0, 1.0, 2.0, 3.0], [1, 5000, 2], title="Warm-up", x_label="x", note="1 beyond"
     )  # a log count axis
-    plots.line_chart(
+    charts.line_chart(
         {"a 1": ([1.0, 2.0, 4.0], [0.5, 1.5, 1.0])},
         title="Warm-up: 0.5 µs × 10³ − 2",
         x_label="x (log₂)",
@@ -104,7 +103,7 @@ def warm_charts() -> None:
         hlines={"limit": 1.25},
         log_x=True,
     )
-    plots.bar_chart(["b", "c"], [1.0, 3.0], title="Warm-up", value_label="bytes", horizontal=False)
+    charts.bar_chart(["b", "c"], [1.0, 3.0], title="Warm-up", value_label="bytes", horizontal=False)
 
 
 def cpu_model() -> str:

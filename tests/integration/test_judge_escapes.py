@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 EXERCISE = "judge-echo"
-FINAL = ("passed", "failed", "error", "timed_out")
+FINAL = ("passed", "failed", "error", "timed_out", "cancelled")
 
 
 def submit(c: httpx.Client, code: str, mode: str = "examples") -> str:
@@ -221,6 +222,84 @@ def test_runaways_time_out_and_leave_nothing(live: Stack, name: str, body: str) 
         judged(c, attack("import os\nreturn len([p for p in os.listdir('/proc') if p.isdigit()])"))
     )
     assert "got 3" in procs  # bwrap's init, the zygote, this submission
+
+
+LOOP_FOREVER = "import os\nopen('/tmp/left', 'w').write('x')\nos.fork()\nwhile True:\n    pass\n"
+NOT_STARTED = "cancelled before any code ran"
+
+
+def cancelled_while_running(c: httpx.Client) -> tuple[dict[str, Any], float]:
+    """Submit a busy loop, cancel it once it runs; the submission and the seconds from
+    the cancel to its end."""
+    sid = submit(c, attack(LOOP_FOREVER))
+    wait_for(
+        lambda: c.get(f"/api/submissions/{sid}").json()["status"] == "running" or None,
+        timeout=90,
+        message="the submission never started",
+        every=0.05,
+    )
+    time.sleep(0.3)
+    asked = time.monotonic()
+    r = c.post(f"/api/runs/{sid}/cancel")
+    assert r.status_code == 200 and r.json()["cancel_requested"], r.text
+
+    def ended() -> dict[str, Any] | None:
+        sub: dict[str, Any] = c.get(f"/api/submissions/{sid}").json()
+        return sub if sub["status"] in FINAL else None
+
+    sub = wait_for(ended, timeout=10, message="the cancelled submission never ended", every=0.05)
+    waited = time.monotonic() - asked
+    assert sub["status"] == "cancelled" and "Cancelled" in sub["message"], sub
+    assert waited < 2.5, waited  # the time limit is 3 s: stopped by the cancel, not by it
+    assert c.get(f"/api/runs/{sid}").json()["status"] == "cancelled"
+    return sub, waited
+
+
+def test_cancelling_a_running_submission_stops_it_at_once(live: Stack) -> None:
+    """POST /api/runs/{id}/cancel on a running submission: the busy loop (and what it
+    forked) is killed well before the exercise's 3 s limit, the run ends cancelled, and
+    the warm sandbox, emptied, judges the next submission. A cancel that lands while a
+    worker thread still starts its sandbox stops that too; each try warms one more
+    thread, so within a few the cancel hits running code."""
+    c = live.learner()
+    for _ in range(4):
+        sub, _waited = cancelled_while_running(c)
+        tree = sub["sandbox"]["process_tree"]
+        assert tree["enabled"], tree
+        if tree["detail"] != NOT_STARTED:
+            break
+    assert tree["detail"] == "every process the submission started was killed", tree
+    after = judged(
+        c,
+        attack(
+            "import os\nreturn [len([p for p in os.listdir('/proc') if p.isdigit()]),"
+            " sorted(os.listdir('/tmp'))]"
+        ),
+    )
+    assert "got [3, ['work']]" in seen(after)  # bwrap's init, the zygote, this one; /tmp emptied
+    assert judged(c, "def solve(x):\n    return x + 1\n")["status"] == "passed"
+
+
+def test_a_stopping_worker_hands_a_running_submission_back(live: Stack) -> None:
+    """Two SIGTERMs stop a worker at once: the submission's code is stopped as for a
+    cancel, but the learner did not ask, so it goes back to the queue (not cancelled)
+    and the next worker judges it."""
+    c = live.learner()
+    live.stop_workers(first=1)  # one worker, so nothing takes the submission it hands back
+    assert live.worker is not None
+    sid = submit(c, attack("import time\ntime.sleep(1.5)\nreturn x + 1\n"))
+    wait_for(lambda: live.run_row(sid).status == "running", 90, "it never started", every=0.05)
+    live.worker.stop(signals=2)
+    row = live.run_row(sid)
+    assert row.status == "queued" and row.attempts == 0, (row.status, row.attempts)
+    assert c.get(f"/api/submissions/{sid}").json()["status"] == "queued"
+    live.ensure_running()
+
+    def done() -> dict[str, Any] | None:
+        sub: dict[str, Any] = c.get(f"/api/submissions/{sid}").json()
+        return sub if sub["status"] in FINAL else None
+
+    assert wait_for(done, timeout=90, message="never judged again")["status"] == "passed"
 
 
 def test_twenty_gib_fails_inside_the_sandbox(live: Stack) -> None:

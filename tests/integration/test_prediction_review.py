@@ -14,8 +14,8 @@ from bs4 import BeautifulSoup
 from sqlalchemy import select
 
 from app.db import NotebookEntry, ReviewCard, utcnow
-from labs.headline import readable
 from labs.registry import get_lab
+from labs.viz.tiles import readable
 from tests.integration.conftest import Stack, wait_final
 
 # lab -> (form params, the number predicted, a value far from what the run reports)

@@ -12,7 +12,7 @@ from bs4 import BeautifulSoup
 
 from app.content import ContentError, load_catalogue
 from app.settings import ROOT
-from labs.figures import FIGURES, FINGERPRINT_ATTR
+from labs.viz.cards import FIGURES, FINGERPRINT_ATTR
 from tests.factories import DEPTH_TEXT, make_content, write_card
 
 FIGURE_DIR = ROOT / "content" / "figures"
@@ -73,7 +73,7 @@ def test_unknown_or_missing_figure_names_file_and_line(tmp_path: Path) -> None:
     out = _problems(content)
     line = _line_of(path, "name: no-such-figure")
     assert any(
-        s.startswith(f"content/terms/alpha.md:{line}:") and "not one of labs.figures" in s
+        s.startswith(f"content/terms/alpha.md:{line}:") and "not one of labs.viz.cards" in s
         for s in out
     ), out
     assert any("no file content/figures/roofline.svg" in s for s in out), out

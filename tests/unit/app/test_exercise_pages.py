@@ -171,6 +171,22 @@ def test_the_run_page_of_a_submission_leads_to_its_result(inproc: InProcess) -> 
     assert sid not in c.get("/runs").text  # the lab run history lists lab runs only
 
 
+def test_a_waiting_submission_has_a_stop_button_that_works_without_javascript(
+    inproc: InProcess,
+) -> None:
+    c = inproc.learner()
+    sid = c.post(f"/api/exercises/{EX}/submissions", json={"code": "x"}).json()["id"]
+    form = soup(c.get(f"/submissions/{sid}")).find("form", action=f"/runs/{sid}/cancel")
+    assert form["method"] == "post" and form.find("button").text == "Stop"
+    fields = {i["name"]: i["value"] for i in form.find_all("input")}
+    r = c.post(form["action"], data=fields)
+    assert r.status_code == 303 and r.headers["location"] == f"/submissions/{sid}"
+    page = soup(c.get(r.headers["location"]))
+    assert "Cancelled" in page.find(class_="verdict").text
+    assert page.find("form", action=f"/runs/{sid}/cancel") is None
+    assert c.get(f"/api/submissions/{sid}").json()["status"] == "cancelled"
+
+
 def test_a_missed_submit_sends_its_concepts_to_review_through_the_api_too(
     inproc: InProcess,
 ) -> None:

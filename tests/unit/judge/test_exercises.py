@@ -26,11 +26,13 @@ def exercise_of(path: Path) -> str:
     return max((i for i in EXERCISES if path.stem.startswith(i + "_")), key=len, default="?")
 
 
-# Triton's interpreter, once a session has run other torch and Triton code, decorated
-# kernels compiled (every reference failed "Cannot call @triton.jit'd outside of the
-# scope of a kernel" in the full suite, never alone). The Triton cases therefore run in
-# a fresh interpreter of their own: test_triton_exercises_in_a_fresh_interpreter runs
-# this file's Triton cases there, with every assertion below.
+# In the full suite every Triton reference failed "Cannot call @triton.jit'd outside of
+# the scope of a kernel", never alone: an earlier test had imported triton.language
+# before the interpreter was forced, so Triton's own @jit helpers (tl.max, tl.sum…)
+# were decorated compiled, and an interpreted kernel cannot call them
+# (test_why_triton_cases_need_a_fresh_interpreter shows it). The Triton cases therefore
+# run in a fresh interpreter of their own: test_triton_exercises_in_a_fresh_interpreter
+# runs this file's Triton cases there, with every assertion below.
 CHILD = "LOWBIT_TRITON_CHILD"
 
 
@@ -60,6 +62,51 @@ def test_triton_exercises_in_a_fresh_interpreter() -> None:
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout and " failed" not in out.stdout
+
+
+LATE_INTERPRETER = """
+import sys, torch
+if sys.argv[1] == "late":
+    import triton.language  # what some earlier test of a long session did
+from labs.judge.local import _interpret_triton
+_interpret_triton()
+import triton, triton.language as tl
+
+@triton.jit
+def k(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    v = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr, tl.max(v, axis=0))
+
+x, out = torch.arange(32.0), torch.empty(1)
+try:
+    k[(1,)](x, out, BLOCK=32)
+    print(type(tl.max).__name__, out.item())
+except Exception as e:
+    print(type(tl.max).__name__, e)
+"""
+
+
+@pytest.mark.parametrize(
+    ("when", "expect"),
+    [
+        ("early", ["InterpretedFunction 31.0"]),
+        ("late", ["JITFunction ", "Cannot call @triton.jit'd outside of the scope of a kernel"]),
+    ],
+)
+def test_why_triton_cases_need_a_fresh_interpreter(when, expect):
+    """The root cause of the isolation above: forcing the interpreter after
+    triton.language was imported leaves tl.max compiled. Should Triton ever change
+    that, the "late" case fails and the isolation may go."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", LATE_INTERPRETER, when],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert all(part in out.stdout for part in expect), out.stdout[-2000:] + out.stderr[-2000:]
 
 
 @pytest.mark.parametrize("ex_id", sorted(EXERCISES))

@@ -375,3 +375,70 @@ def test_a_checkout_under_tmp_neither_hides_nor_shows_in_the_private_tmp(
     assert not inside.startswith("/tmp")  # noqa: S108
     assert not any(there.startswith("/tmp") for there in binds.values())  # noqa: S108
     assert args[-1] == inside  # the runner puts it on sys.path
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid``, seen from the host's /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def test_cancelling_stops_the_tree_at_once_and_keeps_the_zygote(judge: Judge) -> None:
+    """A cancel (``should_stop``) ends a busy loop and the process it forked well before
+    the time limit; the same warm sandbox, emptied, takes the next submission."""
+    judge.start()
+    assert judge._proc is not None
+    sandbox, idle = judge._proc.pid, len(_descendants(judge._proc.pid))
+    seen: list[int] = []
+    asked = time.monotonic() + 0.6
+
+    def should_stop() -> bool:
+        if time.monotonic() > asked - 0.1 and not seen:
+            seen.append(len(_descendants(sandbox)))  # the child and its fork are running
+        return time.monotonic() > asked
+
+    code = (
+        "def attack():\n    import os\n    open('/tmp/left.txt', 'w').write('x')\n"
+        "    os.fork()\n    while True:\n        pass\n"
+    )
+    e = judge.run(code, [("attack", ())], FAST, should_stop)
+    waited = time.monotonic() - asked
+    assert e.status == "cancelled" and e.results is None, (e.status, e.message)
+    assert waited < 1.0 < FAST.wall_s  # not the time limit
+    assert seen and seen[0] >= idle + 2
+    assert e.protections["process_tree"]["enabled"]
+    assert judge._proc is not None and judge._proc.pid == sandbox  # not restarted
+    assert len(_descendants(sandbox)) == idle  # bwrap's init and the zygote only
+    got = value(run(judge, "import os\nreturn sorted(os.listdir('/tmp'))\n"))
+    assert got == ["work"] and judge._proc.pid == sandbox
+
+
+def test_a_cancel_while_the_sandbox_starts_leaves_it_starting_for_the_next() -> None:
+    """Cancelled before the zygote is ready: the submission ends at once, no code ran,
+    and the next submission gets the same sandbox once it is ready, not a new one."""
+    j = Judge(FAST)
+    try:
+        asked = time.monotonic() + 0.3
+        e = j.run("def f():\n    return 1\n", [("f", ())], FAST, lambda: time.monotonic() > asked)
+        assert e.status == "cancelled" and e.results is None
+        assert time.monotonic() - asked < 1.0
+        assert e.protections["process_tree"]["detail"] == "cancelled before any code ran"
+        assert j._proc is not None and j._proc.poll() is None
+        starting = j._proc.pid
+        assert value(j.run("def attack():\n    return 'ran'\n", [("attack", ())])) == "ran"
+        assert j._proc.pid == starting
+    finally:
+        j.close()

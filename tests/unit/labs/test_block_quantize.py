@@ -57,7 +57,7 @@ def test_the_block_view_describes_the_whole_block() -> None:
     assert block.absmax > max(abs(v) for v in block.values)  # the block's max lies beyond 32
     assert block.effective_scale == pytest.approx(block.absmax / 7, rel=1e-6)
     title = next(d["title"] for k, d in events if k == "table" and d["title"].startswith("block 0"))
-    from labs.headline import readable
+    from labs.viz.tiles import readable
 
     assert title == (
         f"block 0: 128 values (the first 32 shown), scale {readable(block.scale)}, "

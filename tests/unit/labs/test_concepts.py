@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from labs.base import Concept, EventContext
-from labs.headline import readable
 from labs.presenters import concepts
 from labs.registry import get_lab
+from labs.viz.tiles import readable
 
 
 def _result(lab_id: str, params: dict[str, Any]) -> dict[str, Any]:

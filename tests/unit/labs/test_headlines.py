@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from labs.headline import exact_text, lookup, readable, readable_bytes, readable_count, tile
 from labs.registry import all_labs, get_lab
+from labs.viz.tiles import exact_text, lookup, readable, readable_bytes, readable_count, tile
 from tests.unit.labs.helpers import run_lab
 
 CURATED = {

@@ -207,3 +207,48 @@ def test_the_shared_page_reads_like_the_run_page(client: Any) -> None:
     imgs = [i["src"] for i in soup.select(".shared-run figure.plot img")]
     assert imgs and all(src.startswith("/shared/" + "t" * 32 + "/plots/") for src in imgs)
     assert run_id not in page.text
+
+
+HOSTILE_SVG = (
+    '<?xml version="1.0"?><!DOCTYPE svg SYSTEM "https://evil.example/x.dtd">'
+    '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script>'
+    '<foreignObject><iframe src="https://evil.example/"></iframe></foreignObject>'
+    '<a href="https://evil.example/"><rect width="1" height="1"/></a></svg>'
+)
+
+
+def test_a_hostile_figure_is_sanitised_when_stored_and_served_clean(client: Any) -> None:
+    """The worker's store sanitises a figure once (``claims.append_events``); the owner's
+    and a share link's plot URLs serve it as stored."""
+    from app.db import Run, RunEvent, RunShare
+    from app.deps import ensure_learner
+    from app.middleware import session_serializer
+    from app.runs import claims
+    from labs.viz.theme import sanitize_svg
+
+    client.get("/")
+    learner = session_serializer(client.app.state.settings).loads(client.cookies["lowbit_session"])[
+        "l"
+    ]
+    factory = client.app.state.sessionmaker
+    with factory() as s:
+        ensure_learner(s, learner)
+        run = Run(
+            learner_id=learner, lab_id="block-quantize", status="running", worker_id="w1", params={}
+        )
+        s.add(run)
+        s.flush()
+        s.add(RunShare(token="h" * 32, run_id=run.id))
+        s.commit()
+        run_id = run.id
+    assert claims.append_events(
+        factory, run_id, "w1", [("plot", {"title": "t", "svg": HOSTILE_SVG})]
+    )
+    with factory() as s:
+        stored = s.query(RunEvent).filter_by(run_id=run_id, seq=1).one().data["svg"]
+    assert stored == sanitize_svg(HOSTILE_SVG)
+    for url in (f"/runs/{run_id}/plots/1.svg", f"/shared/{'h' * 32}/plots/1.svg"):
+        served = client.get(url)
+        assert served.status_code == 200 and served.text.startswith("<svg")
+        for bad in ("<script", "onload", "foreignobject", "<!doctype", "<?xml", "evil.example"):
+            assert bad not in served.text.lower(), (url, bad)

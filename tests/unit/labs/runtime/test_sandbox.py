@@ -17,7 +17,7 @@ import pytest
 
 from labs.runtime.probe import SECRET_MASK
 from labs.runtime.sandbox import OUTPUT_LIMIT_BYTES
-from tests.unit.runtime._warm_parent import WarmParent
+from tests.unit.labs.runtime._warm_parent import WarmParent
 
 ROOT_USER = os.geteuid() == 0
 CASES: dict[str, dict[str, Any]] = {

@@ -20,7 +20,7 @@ from labs.runtime.probe import PROBES
 from labs.runtime.sandbox import MIB, SandboxConfig
 from labs.runtime.trees import cgroup_base
 from tests.conftest import TEST_LAB_MODULES
-from tests.unit.runtime._warm_parent import processes_named
+from tests.unit.labs.runtime._warm_parent import processes_named
 
 LAB = PROBES[0]
 EXIT_GRACE_S = 1.0

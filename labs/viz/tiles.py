@@ -1,4 +1,5 @@
-"""Headline tiles: the 3–5 numbers a lab run exists to show, rounded for reading.
+"""Headline tiles: the 3–5 numbers a lab run exists to show, rounded for reading,
+and the other ways a number is written for a reader (a table cell, a chart's tick).
 
 A lab names its tiles with a small function from its stored result (the JSON the
 run keeps, so pages of runs stored long ago still get tiles) to ``Tile``s; the
@@ -23,6 +24,13 @@ MAX_TILES = 5
 # Counts (parameters, tokens) of a million and more read with a suffix: 41.9 M, 70.6 B.
 COUNT_STEP = 1000
 COUNT_SUFFIXES = ("", "k", "M", "B", "T")
+# Significant digits a table cell or a chart's tick shows (more than a tile: it is read
+# up close, beside its neighbours).
+CELL_DIGITS = 6
+# A float this far from zero that is a whole number reads as one (a byte count).
+LARGEST_EXACT_FLOAT_INT = 2**53
+# Integers from here up get thousands separators: 10,000 but 2048.
+GROUPED_FROM = 10_000
 
 Result = Mapping[str, Any]
 Headline = Callable[[Result], list["Tile"]]
@@ -62,6 +70,21 @@ def readable(value: float, digits: int = READING_DIGITS) -> str:
     mantissa, power = f"{value:.{digits - 1}e}".split("e")
     superscript = str(int(power)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
     return f"{mantissa.rstrip('0').rstrip('.')}×10{superscript}"
+
+
+def number_text(v: float) -> str:
+    """A number as a table cell (and a chart tick) shows it: whole numbers as integers,
+    grouped from 10,000; others to six significant digits, with ``×10ⁿ`` rather than
+    e-notation for the very large and the very small."""
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v.is_integer() and abs(v) < LARGEST_EXACT_FLOAT_INT:
+            return number_text(int(v))
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):  # 1.23×10⁻⁴, never 1.23e-04
+            return readable(v, CELL_DIGITS)
+        return f"{v:.{CELL_DIGITS}g}"
+    return f"{v:,}" if abs(v) >= GROUPED_FROM else str(v)
 
 
 def readable_bytes(n: float) -> str:

@@ -14,7 +14,7 @@ from labs.quant.core import registry
 from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey
 from labs.quant.spec_table import TABLE_HEADER, table_row
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SHAPES = [(1,), (7,), (3, 5), (2, 33), (4, 128), (3, 300), (2, 257), (5, 16, 48)]
 
 

@@ -16,14 +16,11 @@ from labs.quant.formats import gguf_k
 
 KEYS = ("q4_k", "q6_k")
 
+# Without a C compiler at install there is nothing to compare (test_kquants_install.py
+# fails where a compiler exists and the kernel was still not built).
 pytestmark = pytest.mark.skipif(
     gguf_k.KERNEL is None, reason="labs.quant._kquants not built (no C compiler at install)"
 )
-
-
-def test_the_install_built_the_kernel():
-    # make install compiles it; without it every k-quant silently runs 10x slower.
-    assert gguf_k.KERNEL is not None
 
 
 def torch_pipeline(x, key, **options):

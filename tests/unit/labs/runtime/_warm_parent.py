@@ -59,8 +59,8 @@ class WarmParent:
 
     def __init__(self, data_dir: Path, secret: str):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.unit.runtime._warm_parent", str(data_dir)],
-            cwd=Path(__file__).resolve().parents[3],
+            [sys.executable, "-m", "tests.unit.labs.runtime._warm_parent", str(data_dir)],
+            cwd=Path(__file__).resolve().parents[4],
             env={**os.environ, **credentials(secret)},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

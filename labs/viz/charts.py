@@ -1,22 +1,168 @@
-"""The teaching figures the labs share, drawn with matplotlib through labs.plots.
+"""The lab charts: small, self-contained SVG figures of a run's results.
 
-Each returns a sanitised, theme-coloured SVG string (``labs.plots._render``) and
-is drawn in the worker; the run page shows it as an image with a data table
-beside it. Imported lazily by the labs' presenters: importing a lab imports
-neither this module's matplotlib nor torch.
+Drawn with matplotlib's object API (no pyplot global state) on the SVG backend,
+imported lazily so importing a lab never imports matplotlib; colours, rcParams and
+the sanitiser are ``labs.viz.theme``'s. Text stays text (``svg.fonttype = none``),
+ids are deterministic and namespaced per chart, and the output is sanitised for
+inlining: no XML prolog or DOCTYPE (an external DTD reference), no ``<script>``, no
+event-handler attributes, no external links. The generic kinds (bars, histogram,
+lines) come first, then the teaching figures the labs share; each is drawn in the
+worker, and the run page shows it as an image with a data table beside it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
+import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from labs import plots
-from labs.plots import C1, C2, C3, C4, FG, MUTED
+from labs.viz.theme import (
+    C1,
+    C2,
+    C3,
+    C4,
+    CHART_RC,
+    FG,
+    MUTED,
+    SERIES,
+    sanitize_svg,
+    theme_colours,
+)
+from labs.viz.tiles import readable
 
 if TYPE_CHECKING:
     from labs.base import Context
+
+# Small figures: they sit beside text in a lab result. Inches (72 SVG units each):
+# narrow enough that 10-unit text still reads at ~10 px on a 390 px phone.
+FIGURE_SIZE_IN = (5.0, 3.2)
+# Hard ceiling on one chart; the run's output cap must never be spent on plots.
+MAX_SVG_BYTES = 60_000
+# Labels longer than this are shortened; matplotlib would squeeze the axes.
+MAX_LABEL_CHARS = 28
+DEFAULT_BINS = 40
+MAX_BINS = 200
+# id="x", href="#x" and url(#x): rewritten with a per-chart prefix so several
+# charts inlined in one page never resolve each other's markers or clip paths.
+_ID_REF = re.compile(r'(\bid=")([^"]+)"|(href="#)([^"]+)"|(url\(#)([^)]+)\)')
+
+
+def _namespace_ids(svg: str) -> str:
+    prefix = "lb" + hashlib.sha1(svg.encode(), usedforsecurity=False).hexdigest()[:8] + "-"
+
+    def rewrite(m: re.Match[str]) -> str:
+        if m.group(1):
+            return f'{m.group(1)}{prefix}{m.group(2)}"'
+        if m.group(3):
+            return f'{m.group(3)}{prefix}{m.group(4)}"'
+        return f"{m.group(5)}{prefix}{m.group(6)})"
+
+    return _ID_REF.sub(rewrite, svg)
+
+
+def short_label(label: object) -> str:
+    text = str(label)
+    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def render(draw: Any, size_in: tuple[float, float] = FIGURE_SIZE_IN) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from cycler import cycler
+    from matplotlib.figure import Figure
+
+    rc = {**CHART_RC, "axes.prop_cycle": cycler(color=list(SERIES))}
+    with matplotlib.rc_context(cast(Any, rc)):
+        fig = Figure(figsize=size_in, layout="constrained")
+        ax = fig.subplots()
+        draw(ax)
+        buf = io.StringIO()
+        # Transparent: the chart sits on the page's own background, light or dark.
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, transparent=True)
+    svg = theme_colours(_namespace_ids(sanitize_svg(buf.getvalue())))
+    if len(svg.encode()) > MAX_SVG_BYTES:
+        raise ValueError(f"chart is {len(svg.encode())} bytes, over the {MAX_SVG_BYTES}-byte limit")
+    return svg
+
+
+def bar_chart(
+    labels: Sequence[object],
+    values: Sequence[float],
+    *,
+    title: str,
+    value_label: str,
+    horizontal: bool = True,
+) -> str:
+    """Bars of ``values`` (axis label ``value_label``, with its unit) named by ``labels``."""
+    if len(labels) != len(values):
+        raise ValueError("labels and values differ in length")
+    names = [short_label(x) for x in labels]
+
+    def draw(ax: Any) -> None:
+        if horizontal:
+            ax.barh(names, values, color=C1)
+            ax.invert_yaxis()
+            ax.set_xlabel(value_label)
+        else:
+            ax.bar(names, values, color=C1)
+            ax.set_ylabel(value_label)
+            ax.tick_params(axis="x", labelrotation=30)
+        ax.set_title(title)
+
+    return render(draw)
+
+
+def histogram(
+    values: Sequence[float],
+    *,
+    title: str,
+    value_label: str,
+    bins: int = DEFAULT_BINS,
+    count_label: str = "count",
+) -> str:
+    """Histogram of ``values``; the sample is binned here, so the SVG size does not grow with it."""
+    bins = max(1, min(int(bins), MAX_BINS))
+
+    def draw(ax: Any) -> None:
+        ax.hist(list(values), bins=bins, color=C1)
+        ax.set_xlabel(value_label)
+        ax.set_ylabel(count_label)
+        ax.set_title(title)
+
+    return render(draw)
+
+
+def line_chart(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    hlines: Mapping[str, float] | None = None,
+    log_x: bool = False,
+) -> str:
+    """One line per ``series`` entry (name → (xs, ys)); ``hlines`` draws labelled limits."""
+
+    def draw(ax: Any) -> None:
+        for name, (xs, ys) in series.items():
+            ax.plot(list(xs), list(ys), marker="o", markersize=3, label=short_label(name))
+        for name, y in (hlines or {}).items():
+            ax.axhline(y, linestyle="--", color=C2, linewidth=1, label=short_label(name))
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        ax.set_title(title)
+        ax.legend(frameon=False)
+
+    return render(draw)
+
+
+# --- the teaching figures the labs share ----------------------------------------------
 
 # A histogram whose tallest bin is this many times its median non-empty bin gets a
 # log count axis: otherwise the tails, where the error lives, are invisible.
@@ -68,7 +214,7 @@ def binned_histogram(
             ax.set_ylim(top=peak * (NOTE_HEADROOM_LOG if log else NOTE_HEADROOM))
             ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top", color=C2)
 
-    return plots._render(draw)
+    return render(draw)
 
 
 def _log_counts_axis(ax: Any) -> None:
@@ -103,7 +249,7 @@ def error_split_bars(
 ) -> str:
     """One stacked bar per row: rounding error then clipping error, each bar labelled
     with its total and the share from clipping."""
-    names = [plots._short(x) for x in labels]
+    names = [short_label(x) for x in labels]
 
     def draw(ax: Any) -> None:
         from matplotlib.ticker import FuncFormatter, MaxNLocator
@@ -111,19 +257,19 @@ def error_split_bars(
         ax.barh(names, rounding, color=C1, label="rounding (inside the range)")
         ax.barh(names, clipping, left=rounding, color=C2, label="clipping (beyond it)")
         ax.xaxis.set_major_locator(MaxNLocator(AXIS_TICKS))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: plots_number(v)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: readable(v)))
         ax.invert_yaxis()
         peak = max((r + c for r, c in zip(rounding, clipping, strict=True)), default=0.0)
         for y, (r, c) in enumerate(zip(rounding, clipping, strict=True)):
             total = r + c
             share = f", {c / total:.0%} clipping" if total > 0 and c > 0 else ""
-            ax.text(total + peak * 0.02, y, f"{plots_number(total)}{share}", va="center")
+            ax.text(total + peak * 0.02, y, f"{readable(total)}{share}", va="center")
         ax.set_xlim(0, peak * 1.6 if peak > 0 else 1)
         ax.set_xlabel(value_label)
         ax.set_title(title)
         ax.figure.legend(**LEGEND_BELOW)
 
-    return plots._render(draw, _bar_size(len(names)))
+    return render(draw, _bar_size(len(names)))
 
 
 def value_grid(
@@ -164,7 +310,7 @@ def value_grid(
         ax.spines["left"].set_visible(False)
         ax.tick_params(axis="y", length=0)
 
-    return plots._render(draw, (plots.FIGURE_SIZE_IN[0], GRID_HEIGHT_IN))
+    return render(draw, (FIGURE_SIZE_IN[0], GRID_HEIGHT_IN))
 
 
 def memory_bars(
@@ -179,7 +325,7 @@ def memory_bars(
     """One stacked bar per row of (part, size) pairs against a dashed capacity line;
     what is left is drawn as an outlined ``rest_label`` segment, an overflow is labelled."""
     colours = (C1, C3, C4, MUTED, C2)
-    names = [plots._short(k) for k in rows]
+    names = [short_label(k) for k in rows]
 
     def draw(ax: Any) -> None:
         seen: set[str] = set()
@@ -206,7 +352,7 @@ def memory_bars(
                 ax.text(
                     capacity,
                     y,
-                    f" {plots_number(capacity - left)} {unit} {rest_label}",
+                    f" {readable(capacity - left)} {unit} {rest_label}",
                     va="center",
                     color=FG,
                 )
@@ -214,7 +360,7 @@ def memory_bars(
                 ax.text(
                     left,
                     y,
-                    f" over by {plots_number(left - capacity)} {unit}",
+                    f" over by {readable(left - capacity)} {unit}",
                     va="center",
                     color=C2,
                 )
@@ -224,7 +370,7 @@ def memory_bars(
             color=C2,
             linestyle="--",
             linewidth=1.2,
-            label=f"{capacity_label}: {plots_number(capacity)} {unit}",
+            label=f"{capacity_label}: {readable(capacity)} {unit}",
         )
         ax.set_yticks(range(len(names)), names)
         ax.invert_yaxis()
@@ -233,7 +379,7 @@ def memory_bars(
         ax.set_title(title)
         ax.figure.legend(**LEGEND_BELOW)
 
-    return plots._render(draw, _bar_size(len(names)))
+    return render(draw, _bar_size(len(names)))
 
 
 def memory_plot(
@@ -271,15 +417,8 @@ def memory_plot(
     )
 
 
-def plots_number(v: float) -> str:
-    """A number for a chart label: three significant digits, no exponent noise."""
-    from labs.headline import readable
-
-    return readable(v)
-
-
 def _bar_size(n_rows: int) -> tuple[float, float]:
-    return plots.FIGURE_SIZE_IN[0], BAR_BASE_IN + BAR_HEIGHT_IN * 0.5 * max(n_rows, 1)
+    return FIGURE_SIZE_IN[0], BAR_BASE_IN + BAR_HEIGHT_IN * 0.5 * max(n_rows, 1)
 
 
 def _segments(lines: Sequence[tuple[float, float, float, float]]) -> tuple[list[float], ...]:

@@ -1,13 +1,14 @@
 """The model labs' figures: every measured value with its 95 % interval, every point
-named, axes from zero where a noise band would otherwise read as a trend. Drawn with
-``labs.plots``' theme and sanitiser; no torch."""
+named, axes from zero where a noise band would otherwise read as a trend. Drawn through
+``labs.viz.charts.render`` (the theme and sanitiser of ``labs.viz.theme``); no torch."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from labs.plots import C1, C2, MUTED, _render, _short
+from labs.viz.charts import render, short_label
+from labs.viz.theme import C1, C2, MUTED
 
 # Figure height grows with the rows of a horizontal bar chart: inches per row, minimum.
 ROW_IN = 0.32
@@ -34,7 +35,7 @@ def interval_bars(
     the accent colour (the winner)."""
     if not len(labels) == len(values) == len(intervals):
         raise ValueError("labels, values and intervals differ in length")
-    names = [_short(x) for x in labels]
+    names = [short_label(x) for x in labels]
     lo = [v - iv[0] if iv else 0.0 for v, iv in zip(values, intervals, strict=True)]
     hi = [iv[1] - v if iv else 0.0 for v, iv in zip(values, intervals, strict=True)]
 
@@ -46,7 +47,7 @@ def interval_bars(
         ax.set_xlabel(f"{value_label} (whiskers: {whiskers})")
         ax.set_title(title)
 
-    return _render(draw, _height(len(labels)))
+    return render(draw, _height(len(labels)))
 
 
 def labelled_points(
@@ -68,7 +69,7 @@ def labelled_points(
         for i, (label, x, y) in enumerate(points):
             ax.plot([x], [y], marker="o", markersize=6, linestyle="", color=C2 if i == 0 else C1)
             ax.annotate(
-                _short(label), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8
+                short_label(label), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8
             )
         ax.set_ylim(bottom=0)
         ax.margins(x=0.25, y=0.15)
@@ -76,7 +77,7 @@ def labelled_points(
         ax.set_ylabel(y_label)
         ax.set_title(title)
 
-    return _render(draw)
+    return render(draw)
 
 
 def band_line(
@@ -100,4 +101,4 @@ def band_line(
         ax.set_ylabel(y_label + " (band: 95 % interval)")
         ax.set_title(title)
 
-    return _render(draw)
+    return render(draw)

@@ -1,4 +1,4 @@
-"""labs.plots: small, labelled, self-contained SVG safe to inline."""
+"""labs.viz.charts and labs.viz.theme: small, labelled, self-contained SVG safe to inline."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from labs import plots
+from labs.viz import charts, theme
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -20,7 +20,7 @@ def _texts(svg: str) -> str:
 
 def _assert_safe(svg: str) -> None:
     assert svg.startswith("<svg")
-    assert len(svg.encode()) < plots.MAX_SVG_BYTES
+    assert len(svg.encode()) < charts.MAX_SVG_BYTES
     lowered = svg.lower()
     for forbidden in (
         "<script",
@@ -36,7 +36,7 @@ def _assert_safe(svg: str) -> None:
 
 
 def test_bar_chart_is_labelled_text():
-    svg = plots.bar_chart(
+    svg = charts.bar_chart(
         ["embedding", "attn_q"], [2.1, 10.7], title="Bytes by kind", value_label="GB (1e9 bytes)"
     )
     _assert_safe(svg)
@@ -46,7 +46,7 @@ def test_bar_chart_is_labelled_text():
 
 def test_histogram_size_does_not_grow_with_the_sample():
     rng = random.Random(0)
-    svg = plots.histogram(
+    svg = charts.histogram(
         [rng.gauss(0, 1) for _ in range(200_000)], title="errors", value_label="error (units)"
     )
     _assert_safe(svg)
@@ -54,7 +54,7 @@ def test_histogram_size_does_not_grow_with_the_sample():
 
 
 def test_line_chart_with_limit_line_and_log_axis():
-    svg = plots.line_chart(
+    svg = charts.line_chart(
         {"bf16": ([1, 2, 4], [30.0, 31.0, 33.0]), "fp8": ([1, 2, 4], [16.0, 17.0, 19.0])},
         title="step time",
         x_label="batch",
@@ -68,8 +68,8 @@ def test_line_chart_with_limit_line_and_log_axis():
 
 
 def test_two_charts_on_one_page_do_not_share_ids():
-    a = plots.bar_chart(["x"], [1.0], title="a", value_label="GB")
-    b = plots.bar_chart(["x"], [2.0], title="b", value_label="GB")
+    a = charts.bar_chart(["x"], [1.0], title="a", value_label="GB")
+    b = charts.bar_chart(["x"], [2.0], title="b", value_label="GB")
     ids_a = set(re.findall(r'\bid="([^"]+)"', a))
     ids_b = set(re.findall(r'\bid="([^"]+)"', b))
     assert ids_a and not ids_a & ids_b
@@ -83,31 +83,29 @@ def test_sanitize_strips_active_content():
         '<svg onload="alert(1)"><script>alert(1)</script><style>*{}</style>'
         '<a xlink:href="https://evil.example/">x</a><use xlink:href="#m1"/></svg>'
     )
-    assert plots.sanitize_svg(dirty) == '<svg><a>x</a><use xlink:href="#m1"/></svg>'
+    assert theme.sanitize_svg(dirty) == '<svg><a>x</a><use xlink:href="#m1"/></svg>'
 
 
 def test_mismatched_bar_lengths_are_rejected():
     with pytest.raises(ValueError, match="differ"):
-        plots.bar_chart(["a", "b"], [1.0], title="t", value_label="GB")
+        charts.bar_chart(["a", "b"], [1.0], title="t", value_label="GB")
 
 
 def test_charts_follow_the_colour_scheme_and_stay_inline_safe():
     """Colours are CSS variables (with a light fallback) and the background is clear,
     so a chart shown as an <img> follows dark mode through the stylesheet `themed` adds;
     the stored SVG itself still has no <style>."""
-    svg = plots.bar_chart(["a", "b"], [1.0, 2.0], title="t", value_label="v")
+    svg = charts.bar_chart(["a", "b"], [1.0, 2.0], title="t", value_label="v")
     _assert_safe(svg)
     assert "var(--c1, " in svg and "var(--fg, " in svg
-    assert not any(sentinel in svg for sentinel, _, _ in plots.THEME.values())
+    assert not any(sentinel in svg for sentinel, _, _ in theme.THEME.values())
     assert "#ffffff" not in svg.lower()  # transparent: the page's background shows
-    served = plots.themed(svg)
+    served = theme.themed(svg)
     assert served.startswith("<svg") and served.count("<style>") == 1
     assert "@media (prefers-color-scheme: dark)" in served
 
 
 def test_teaching_figures_are_small_and_labelled():
-    from labs import charts
-
     grid = charts.value_grid(
         [-6, -4, -3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3, 4, 6],
         [0.2, -2.6, 7.0],

@@ -16,7 +16,7 @@ import torch
 
 from tests.unit.labs.helpers import run_lab
 
-MODEL = Path(__file__).resolve().parents[3] / "labs" / "lm" / "lowbit-tiny"
+MODEL = Path(__file__).resolve().parents[4] / "labs" / "lm" / "lowbit-tiny"
 EVAL_TOKENS = 1024
 CONTEXT = 256
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -9,14 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 FORMATS = ("nvfp4", "mxfp4", "q4_k", "int4", "nf4", "fp8_e4m3")
 CASES = [["block-quantize", {"format": fmt, "shape": [32, 64]}] for fmt in FORMATS]
 
 
 def test_a_block_quantize_child_imports_nothing_the_warm_parent_did_not() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.unit.runtime._preloaded_child", json.dumps(CASES)],
+        [sys.executable, "-m", "tests.unit.labs.runtime._preloaded_child", json.dumps(CASES)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,

@@ -7,7 +7,7 @@ table and check that a committed SVG is current (``fingerprint``) while it loads
 
 Sources: ``labs.quant.minifloat`` (the E2M1 element type), ``labs.quant.spec`` (block
 layouts), ``labs.gpus`` (peak FLOP/s and bandwidth), ``labs.models`` and ``labs.memory``
-(KV bytes per token), ``labs.kv_capacity`` (the 16-token block, vLLM's default).
+(KV bytes per token, and the 16-token block: vLLM's default).
 """
 
 from __future__ import annotations
@@ -207,11 +207,8 @@ KV_PAGE_SEQUENCE_TOKENS = 43
 
 
 def kv_block_tokens() -> int:
-    """Tokens per KV-cache block: the kv-capacity lab's default, which is vLLM's."""
-    from labs.kv_capacity import Params
-
-    default = Params.model_fields["block_size"].default
-    return int(default)
+    """Tokens per KV-cache block: vLLM's default, which the kv-capacity lab's is too."""
+    return memory.VLLM_KV_BLOCK_TOKENS
 
 
 def kv_page() -> FigureData:

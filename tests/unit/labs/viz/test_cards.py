@@ -9,18 +9,19 @@ import pytest
 
 from app.settings import ROOT
 from labs import facts
-from labs.figures import DRAWN_WITH_ATTR, FIGURES, FINGERPRINT_ATTR
-from labs.figures.data import block_segments, kv_block_tokens, ridge_point
-from labs.figures.svg import PALETTE, read_root_attr
 from labs.gpus import get_gpu
 from labs.quant.spec import SPECS, FormatKey
+from labs.viz.cards import DRAWN_WITH_ATTR, FIGURES, FINGERPRINT_ATTR
+from labs.viz.cards.data import block_segments, kv_block_tokens, ridge_point
+from labs.viz.cards.svg import read_root_attr
+from labs.viz.theme import PALETTE
 
 FIGURE_DIR = ROOT / "content" / "figures"
 
 
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_committed_figure_is_what_the_code_draws(name: str) -> None:
-    from labs.figures.draw import drawn_with, render_svg
+    from labs.viz.cards.draw import drawn_with, render_svg
 
     path = FIGURE_DIR / f"{name}.svg"
     assert path.exists(), f"{path} missing: run `lowbit content figures`"
@@ -121,7 +122,7 @@ def test_figure_data_imports_neither_matplotlib_nor_torch() -> None:
 
     code = (
         "import sys\n"
-        "from labs.figures import FIGURES\n"
+        "from labs.viz.cards import FIGURES\n"
         "[f() for f in FIGURES.values()]\n"
         "print(','.join(m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules))\n"
     )

@@ -2,8 +2,9 @@
 
 Imported only by ``lowbit content figures`` and the tests: the web process serves the
 committed files and never imports matplotlib. Every number drawn comes from the figure's
-``FigureData`` (``labs.figures.data``); colours come from ``labs.figures.svg.PALETTE``
-so that ``finish_svg`` can recolour them for dark mode. Sizes are in inches at 72 pt.
+``FigureData`` (``labs.viz.cards.data``); colours and rcParams come from
+``labs.viz.theme`` (``PALETTE``, ``CARD_RC``), so that ``finish_svg`` can recolour them
+for dark mode. Sizes are in inches at 72 pt.
 """
 
 from __future__ import annotations
@@ -13,30 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from labs.figures import DRAWN_WITH_ATTR, FIGURES, FINGERPRINT_ATTR
-from labs.figures.data import FigureData, Segment
-from labs.figures.svg import PALETTE, finish_svg
+from labs.viz.cards import DRAWN_WITH_ATTR, FIGURES, FINGERPRINT_ATTR
+from labs.viz.cards.data import FigureData, Segment
+from labs.viz.cards.svg import finish_svg
+from labs.viz.theme import CARD_RC, PALETTE
 
 C = {name: light for name, (light, _) in PALETTE.items()}
-_RC: dict[str, Any] = {
-    "svg.fonttype": "none",  # text stays text: selectable, and sized by the page's zoom
-    "svg.hashsalt": "lowbit-figures",  # deterministic clip-path ids
-    "font.family": "DejaVu Sans",
-    "font.size": 9.0,
-    "text.color": C["ink"],
-    "axes.edgecolor": C["muted"],
-    "axes.labelcolor": C["ink"],
-    "axes.facecolor": C["bg"],
-    "figure.facecolor": C["bg"],
-    "xtick.color": C["muted"],
-    "ytick.color": C["muted"],
-    "xtick.labelcolor": C["ink"],
-    "ytick.labelcolor": C["ink"],
-    "grid.color": C["line"],
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "path.simplify": True,
-}
 BINADE_COLOURS = ("orange", "blue", "green", "purple")
 ROLE_COLOURS = {"scale": "orange", "min": "purple", "sub": "green", "codes": "blue"}
 GPU_COLOURS = ("blue", "orange", "green")
@@ -138,7 +121,7 @@ def _blocks(fig: Any, d: FigureData) -> None:
 def _roofline(fig: Any, d: FigureData) -> None:
     import numpy as np
 
-    from labs.figures.data import ROOFLINE_GPUS
+    from labs.viz.cards.data import ROOFLINE_GPUS
 
     ax = fig.subplots()
     xs = np.logspace(-1, 4, 200)
@@ -225,7 +208,7 @@ def render_svg(name: str) -> str:
 
     data = FIGURES[name]()
     draw, size = DRAW[name]
-    with matplotlib.rc_context(cast(Any, _RC)):
+    with matplotlib.rc_context(cast(Any, CARD_RC)):
         fig = Figure(figsize=size, layout="constrained")
         draw(fig, data)
         buf = io.StringIO()

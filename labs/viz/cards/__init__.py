@@ -1,9 +1,10 @@
 """Card figures: SVGs drawn by code from the library's own numbers.
 
-``FIGURES`` names every figure and the function giving its data (``labs.figures.data``,
+``FIGURES`` names every figure and the function giving its data (``labs.viz.cards.data``,
 torch- and matplotlib-free: the web process imports this package to build each figure's
-table and to check that a committed SVG is current). ``labs.figures.draw`` renders them
-with matplotlib; ``lowbit content figures`` writes them to ``content/figures/<name>.svg``.
+table and to check that a committed SVG is current). ``labs.viz.cards.draw`` renders them
+with matplotlib in the colours of ``labs.viz.theme``; ``lowbit content figures`` writes
+them to ``content/figures/<name>.svg``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import MappingProxyType
 
-from labs.figures.data import FigureData, block_layouts, e2m1_grid, kv_page, roofline
+from labs.viz.cards.data import FigureData, block_layouts, e2m1_grid, kv_page, roofline
 
 #: Every card figure by name: the function that gives its data.
 FIGURES: MappingProxyType[str, Callable[[], FigureData]] = MappingProxyType(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labs.lm import models
-from tests.unit.runtime._warm_parent import WarmParent
+from tests.unit.labs.runtime._warm_parent import WarmParent
 
 
 def test_the_warm_parent_preloads_transformers() -> None:
