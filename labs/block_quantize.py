@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_validator, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.presenters import concepts
 from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 from labs.viz.tiles import Tile, readable, tile
@@ -466,4 +467,5 @@ LAB = Lab(
     memory_limit_mb=2048,
     numeric_outputs=(("bits_per_value", "bits"), ("nbytes", "bytes")),
     headline=headline,
+    concept=concepts.block_quantize,
 )

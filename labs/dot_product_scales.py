@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
+from labs.presenters import concepts
 from labs.quant.spec import SPECS, FormatKey
 
 if TYPE_CHECKING:
@@ -409,4 +410,5 @@ LAB = Lab(
         ("int16_overflow_k", "elements of K"),
         ("int32_max_k", "elements of K"),
     ),
+    concept=concepts.dot_product_scales,
 )

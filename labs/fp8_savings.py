@@ -34,6 +34,7 @@ from labs.catalog.gpus import GPU, get_gpu
 from labs.catalog.memory import CapacityBasis, gb
 from labs.catalog.models import ModelConfig, get_model
 from labs.catalog.params import ContextTokens, ModelOnGpuParams, TensorParallel
+from labs.presenters import concepts
 
 MAX_BATCH = 4096
 PLOT_POINTS = 24
@@ -408,4 +409,5 @@ LAB = Lab(
         ("max_batch_bf16", "sequences"),
         ("max_batch_fp8", "sequences"),
     ),
+    concept=concepts.fp8_savings,
 )

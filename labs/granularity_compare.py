@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
@@ -469,4 +469,5 @@ LAB = Lab(
         ("bits_per_value_block_32", "bits"),
     ),
     headline=headlines.granularity_compare,
+    concept=concepts.granularity_compare,
 )

@@ -31,7 +31,7 @@ from labs.catalog.gpus import GPU, get_gpu
 from labs.catalog.memory import CapacityBasis, gb, gib
 from labs.catalog.models import ModelConfig, get_model
 from labs.catalog.params import ModelOnGpuParams, RegistryModel, TensorParallel
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 
 # vLLM's default share of device memory for weights + activations + KV cache.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -459,4 +459,5 @@ LAB = Lab(
         ("fp8_max_concurrent_requests", "requests"),
     ),
     headline=headlines.kv_capacity,
+    concept=concepts.kv_capacity,
 )

@@ -16,7 +16,7 @@ from labs.catalog.gpus import get_gpu
 from labs.catalog.memory import CapacityBasis, gb, gib
 from labs.catalog.models import TPRule, get_model, param_counts, tensor_groups
 from labs.catalog.params import ContextTokens, ModelOnGpuParams, TensorParallel
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 
 MAX_BATCH = 4096
 
@@ -342,4 +342,5 @@ LAB = Lab(
         ("min_tensor_parallel", "GPUs"),
     ),
     headline=headlines.memory_budget,
+    concept=concepts.memory_budget,
 )

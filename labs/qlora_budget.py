@@ -40,7 +40,7 @@ from labs.catalog.gpus import GPU, get_gpu
 from labs.catalog.memory import CapacityBasis, gb, gib
 from labs.catalog.models import ModelConfig, get_model, linear_shapes, tensor_groups
 from labs.catalog.params import ContextTokens, ModelOnGpuParams, RegistryGpu, RegistryModel
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 
 NF4_BITS = 4
 DQ_ABSMAX_BYTES = 1  # double quantization: absmax stored as 8-bit codes
@@ -481,4 +481,5 @@ LAB = Lab(
         ("max_micro_batch", "sequences"),
     ),
     headline=headlines.qlora_budget,
+    concept=concepts.qlora_budget,
 )

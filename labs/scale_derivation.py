@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, Field, FiniteFloat, model_validator
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.presenters import headlines
+from labs.presenters import concepts, headlines
 from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
@@ -530,9 +530,10 @@ LAB = Lab(
     memory_limit_mb=1024,
     numeric_outputs=(
         ("amax", "value units"),
-        ("scale", "value units per element step"),
+        ("scale", "value units per step"),
         ("clipped", "values"),
         ("max_abs_error", "value units"),
     ),
     headline=headlines.scale_derivation,
+    concept=concepts.scale_derivation,
 )

@@ -154,3 +154,26 @@ def test_awq_clipping_lowers_the_output_error_and_spares_q_and_k() -> None:
     assert rtn.alpha == 0 and torch.equal(
         rtn.weights[0], quantize(w, "int4", granularity=128).dequantize()
     )
+
+
+def test_clip_search_with_a_per_tensor_scale_tries_each_shrink_alone() -> None:
+    """nvfp4 has a per-tensor scale: the shrinks cannot share one quantize call (the
+    stack's maximum would set it), so each is quantized alone, as one at a time would."""
+    from labs.quant.awq import CLIP_GRID, clamp_groups
+
+    torch.manual_seed(17)
+    w = torch.distributions.StudentT(3.0).sample((32, 64)) * 0.02
+    x = calib(18, n=600, d=64)
+    ours = clip_search(w, x, "nvfp4", {}, 16)
+    xs = x[:: max(1, x.shape[0] // 512)].reshape(-1, 4, 16)
+    org_max = w.reshape(32, 4, 16).abs().amax(-1)
+    org_out = torch.einsum("ogk,tgk->ogt", w.reshape(32, 4, 16), xs)
+    best, min_err = org_max.clone(), torch.full_like(org_max, 1e9)
+    for i in range(10):
+        max_val = org_max * (1 - i / CLIP_GRID)
+        q = quantize(clamp_groups(w, max_val), "nvfp4").dequantize().reshape(32, 4, 16)
+        err = (torch.einsum("ogk,tgk->ogt", q, xs) - org_out).pow(2).mean(-1)
+        better = err < min_err
+        min_err[better], best[better] = err[better], max_val[better]
+    assert (ours == best).float().mean() >= 0.98  # noqa: PLR2004
+    assert (ours < org_max).any()
