@@ -9,7 +9,7 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX  := $(VENV)/nginx/usr/sbin/nginx
 VENDOR := static/vendor/htmx.min.js static/vendor/sse.js
 
-.PHONY: bubblewrap run test bench install static browser nginx lint test-gpu clean screenshots
+.PHONY: bubblewrap kernel-check run test bench install static browser nginx lint test-gpu clean screenshots
 
 # The C source too: pip builds labs/quant/_kquants.c into the tree (an editable install).
 $(STAMP): pyproject.toml labs/quant/_kquants.c
@@ -18,8 +18,15 @@ $(STAMP): pyproject.toml labs/quant/_kquants.c
 	# The CPU build of torch, pinned: an open range would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0 numpy
 	$(BIN)/pip install -q -e '.[worker,dev]'
+	@$(MAKE) --no-print-directory kernel-check
 	@$(MAKE) --no-print-directory bubblewrap
 	touch $(STAMP)
+
+# pip skips the native k-quant kernel quietly where there is no C compiler (it is
+# optional): say so loudly, with the cost and the fix (labs/quant/native.py).
+kernel-check:
+	@$(BIN)/python -c "from labs.quant.native import missing_kernel_warning as w; \
+	  m = w(); print(f'\n*** WARNING: {m}\n' if m else 'native k-quant kernel: built')"
 
 # The judge runs learner code under bubblewrap (and libseccomp); installed as root where missing.
 bubblewrap:

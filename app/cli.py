@@ -96,6 +96,18 @@ M_ARENA_MAX = -8  # glibc malloc.h
 MALLOC_ARENAS = 2
 
 
+def warn_if_kernel_missing() -> None:
+    """At server and worker start: say loudly when the install could not build the native
+    k-quant kernel (no C compiler), since every q4_k/q6_k lab then runs far slower."""
+    import logging
+
+    from labs.quant.native import missing_kernel_warning
+
+    message = missing_kernel_warning()
+    if message:
+        logging.getLogger("lowbit").warning(message)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -112,6 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for p in e.problems:
             print(p, file=sys.stderr)
         return 1
+    warn_if_kernel_missing()
     worker: WorkerSupervisor | None = None
     if args.embedded_worker:
         worker = WorkerSupervisor()
@@ -142,8 +155,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     if args.check:
         return worker_check(_settings())
+    from app.logging import configure_logging
     from app.runs.worker import main
 
+    configure_logging()
+    warn_if_kernel_missing()
     return main(_settings())
 
 

@@ -39,7 +39,7 @@ from app.runs.bells import RunNews
 from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import RunQueue
 from app.search import sync_index
-from app.settings import Settings
+from app.settings import Settings, pass_models_dir_to_labs
 from app.streams import StreamSlots
 from app.templating import StaticManifest, templates
 from labs.registry import lab_ids
@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None, labs: LabCatalogue | None = Non
     default the registry plus ``settings.extra_lab_modules`` (which only tests set)."""
     settings = settings or Settings()
     configure_logging()
+    pass_models_dir_to_labs(settings)
     engine = make_engine(settings.db_url, pool_size=settings.web_threads)
     # Route threads run Python in turns and give theirs back during queries (app.cpu).
     cpu.configure(settings.web_cpu_threads)

@@ -193,16 +193,3 @@ def answered_notes(items: Iterable[Any], attempts: dict[str, QuizAttempt]) -> di
             "Answer again to practise.</p>"
         ).format(cls, g.given, verdict)
     return notes
-
-
-def insert_answered(html: str, owner: str, notes: dict[str, Markup]) -> Markup:
-    """``html`` (a card body rendered once for everyone) with each note placed at the
-    top of its item's form (``<form class="quiz-item" id="q-<owner>-<item>" …>``)."""
-    html = str(html)  # plain text joins: Markup + str would escape the note
-    for item_id, note in notes.items():
-        form_id = f'id="q-{owner.replace(":", "-")}-{item_id}"'
-        at = html.find(form_id)
-        end = html.find(">", at) if at >= 0 else -1
-        if end >= 0:
-            html = html[: end + 1] + str(note) + html[end + 1 :]
-    return Markup(html)  # noqa: S704 (the card body and the notes are both escaped HTML)

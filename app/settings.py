@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -64,6 +65,12 @@ class Settings(BaseSettings):
     )
     reaper_grace_seconds: float = Field(
         15.0, gt=0, description="A running run whose heartbeat is older than this is reaped"
+    )
+    db_retry_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="How long a worker retries a run's database writes (claim, events) "
+        "through a database restart or a full disk before leaving the run to the reaper",
     )
     max_attempts: int = Field(
         2, ge=1, description="Attempts before a run lost with its worker is failed"
@@ -140,8 +147,9 @@ class Settings(BaseSettings):
     models_dir: Path | None = Field(
         None,
         description="Further Hugging Face checkpoints the model labs offer as `model` choices. "
-        "Labs never import app settings: the worker's environment carries this one to them "
-        "(labs.lm.models reads LOWBIT_MODELS_DIR), so set it as that variable",
+        "Labs never import app settings: the web app and the worker write this setting into "
+        "LOWBIT_MODELS_DIR at start (pass_models_dir_to_labs), which labs.lm.models reads and "
+        "the lab sandbox's environment keeps",
     )
     web_threads: int = Field(
         16, ge=4, le=256, description="Threads serving sync routes; the database pool matches it"
@@ -209,3 +217,20 @@ class Settings(BaseSettings):
         """Content directories holding exercises/: content_dir, then ``extra_exercise_content``."""
         extra = [Path(d.strip()) for d in self.extra_exercise_content.split(",") if d.strip()]
         return [self.content_dir, *extra]
+
+
+def pass_models_dir_to_labs(settings: Settings) -> None:
+    """Make ``settings.models_dir`` the directory the labs see.
+
+    ``labs`` never imports ``app``, and a lab runs in a sandboxed child whose environment
+    keeps only an allow-list (``labs.runtime.sandbox``), so the setting travels as the
+    variable ``labs.lm.models.MODELS_ENV`` (``LOWBIT_MODELS_DIR``, the same name the
+    setting is read from). A ``Settings`` built in code would otherwise not reach the
+    labs: the web app and the worker call this at start, and child processes inherit it.
+    """
+    from labs.lm.models import MODELS_ENV
+
+    if settings.models_dir is None:
+        os.environ.pop(MODELS_ENV, None)
+    else:
+        os.environ[MODELS_ENV] = str(settings.models_dir)

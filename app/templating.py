@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import secrets
 from pathlib import Path
 from typing import Any, cast
 
@@ -11,7 +10,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Template
 from jinja2_fragments.fastapi import Jinja2Blocks
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from app.content.markdown import render_inline
 from app.settings import ROOT
@@ -23,11 +22,6 @@ templates.env.globals.update(map_layout=layout, map_narrow_width=NARROW_WIDTH)
 # Content strings written in inline Markdown (quiz prompts and explanations, lesson
 # prompts) render as HTML, never as literal *stars* and `backticks`.
 templates.env.filters["inline_md"] = lambda text: Markup(render_inline(str(text or "")))  # noqa: S704
-
-# Stands in for the CSRF token in fragments rendered once and served to every
-# learner (random, so no content can contain it); ``fill_csrf`` puts each
-# request's token in its place.
-CSRF_SLOT = "csrf-slot-" + secrets.token_hex(16)
 
 
 class StaticManifest:
@@ -79,15 +73,7 @@ def render(
 
 
 def render_once(template: Template, context: dict[str, Any]) -> Markup:
-    """A partial rendered without a request (``csrf_token`` is ``CSRF_SLOT``), for
-    parts of a page that are the same for everyone: render it once, serve it often."""
-    html = template.render({**context, "csrf_token": CSRF_SLOT})
-    return Markup(html)  # noqa: S704 - autoescaped by Jinja when rendered
-
-
-def fill_csrf(fragment: Markup, request: Request) -> Markup:
-    """``fragment`` with this request's CSRF token in every ``CSRF_SLOT``, escaped
-    as the template would have escaped it (the cookie's value comes from the client)."""
-    token = str(escape(request.state.csrf_token))
-    # str.replace, not Markup.replace (which would escape the token a second time).
-    return Markup(str(fragment).replace(CSRF_SLOT, token))  # noqa: S704 - escaped above
+    """A fragment rendered without a request, for parts of a page that are the same
+    for everyone: render it once, cache it, and let the page's template place it
+    among the parts that are per request (see app/routes/terms.py)."""
+    return Markup(template.render(context))  # noqa: S704 - autoescaped by Jinja when rendered

@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
 
 step "GPU tests (pytest -m gpu)"
 timeout 200 "$PY" -m pytest -m gpu -q -p no:playwright -p no:cacheprovider -o addopts="" \
-  tests/unit/quant/test_gpu.py tests/unit/labs tests/gpu -rs || status=1
+  tests/gpu -rs || status=1
 
 step "labs on the GPU (lowbit lab run)"
 for lab in gpu-status torch-env; do timeout 60 "$PY" -m app.cli lab run "$lab" || status=1; done

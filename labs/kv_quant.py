@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import Concept, Context, Lab, LabResult, NeedsGPU
+from labs.catalog.formats import QUANT_BLOCK_SIZES, QuantFormatKey
 from labs.lm import spec
 from labs.lm.interval_text import interval_tile, noise_words, perplexity_change, pm
 from labs.lm.session import ModelParams, field_error
@@ -25,7 +26,7 @@ POSITION_BINS = 8
 
 
 class KVQuantParams(ModelParams):
-    kv_format: spec.FormatKey = Field(
+    kv_format: QuantFormatKey = Field(
         default="int4", title="Cache format", description="Format of the cached keys and values"
     )
     granularity: Granularity = Field(
@@ -45,7 +46,7 @@ class KVQuantParams(ModelParams):
     def _check_kv(self) -> KVQuantParams:
         s = self.model_spec()
         granular = self.kv_format in spec.GRANULAR
-        block = spec.BLOCK_SIZES[self.kv_format]
+        block = QUANT_BLOCK_SIZES[self.kv_format]
         if not granular and self.granularity in ("per-tensor", "per-head"):
             raise field_error(
                 self,

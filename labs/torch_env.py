@@ -3,7 +3,7 @@
 Reports what ``python -c "import torch; print(torch.__version__)"`` prints (the
 same interpreter and torch the lab itself runs), CUDA and cuDNN versions, the
 devices with their compute capability, and which low-precision types the
-tensor cores take natively, from the capability table in ``labs.gpus``.
+tensor cores take natively, from the capability table in ``labs.catalog.gpus``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pydantic import BaseModel, Field
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
-from labs.gpus import GPUS
+from labs.catalog.gpus import GPUS
 
 VERSION_COMMAND = 'python -c "import torch; print(torch.__version__)"'
 # The three questions learners ask first, and the tensor-core types that answer them.

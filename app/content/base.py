@@ -14,7 +14,7 @@ class Strict(BaseModel):
 
 
 class Fact(Strict):
-    """A number the text states that code can compute (see ``labs.facts``)."""
+    """A number the text states that code can compute (see ``labs.catalog.facts``)."""
 
     fn: str
     args: dict[str, Any] = {}

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from app.content.catalogue import Catalogue, Lesson, Term
 from app.content.figures import figure_problem
+from app.content.predictions import prediction_problems
 from app.content.problems import Problem, line_of_text
 
 INTERNAL_LINK_RE = re.compile(
@@ -104,6 +105,22 @@ def _term_labs(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]
             yield Problem(term.path, line, f"lab '{lab}' does not exist")
 
 
+def _term_prediction(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
+    """The card's lab takes its params and grades its ``numeric_prediction``."""
+    ex = term.front.exercise
+    if lab_ids is None or not ex.lab or ex.lab not in lab_ids:
+        return
+    from labs.registry import get_lab
+
+    lab = get_lab(ex.lab)
+    if lab is None:  # a test's own lab ids: nothing to check against
+        return
+    key = "exercise.numeric_prediction" if ex.numeric_prediction else "exercise.params"
+    line = term.line_of.get(key, term.line_of.get("exercise.lab", 2))
+    for message in prediction_problems(lab, dict(ex.params), ex.numeric_prediction, ex.unit):
+        yield Problem(term.path, line, message)
+
+
 def _term_quiz_ids(cat: Catalogue, term: Term, lab_ids: LabIds) -> Iterator[Problem]:
     for dup in _duplicate_ids([q.id for q in term.front.quiz]):
         yield Problem(term.path, term.line_of.get("quiz", 2), f"quiz id '{dup}' is used twice")
@@ -175,6 +192,7 @@ TERM_CHECKS: tuple[Callable[[Catalogue, Term, LabIds], Iterator[Problem]], ...] 
     _term_one_way,
     _term_collections,
     _term_labs,
+    _term_prediction,
     _term_quiz_ids,
     _term_links,
     _figures,

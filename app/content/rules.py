@@ -5,18 +5,18 @@ Each rule below closes one kind where a regular pattern or a registry lookup
 can; ``check(cat)`` returns ``Problem``s naming file and line, and
 ``app.content.load_catalogue`` adds them to the other problems.
 
-- ``boolean_fact_keys``: a yes/no fact (``labs.claims.BOOLEAN_FACTS``) keys a
+- ``boolean_fact_keys``: a yes/no fact (``labs.catalog.facts.claims.BOOLEAN_FACTS``) keys a
   single-choice item only if choice 0 says "No" and choice 1 says "Yes".
 - ``numeric_tolerance``: a non-integer numeric answer written with five or
   more significant digits (a computed value nobody types in full) must accept
   it rounded to three (0.0156 for 0.015625); a decibel answer must accept
   ±0.05 dB (a relative tolerance of a dB value near 0 accepts almost nothing).
 - ``bf16_on_gpu_without_bf16``: a sentence that puts bf16 on a GPU (or its
-  architecture) whose tensor cores lack it, per ``labs.gpus``, must say so
+  architecture) whose tensor cores lack it, per ``labs.catalog.gpus``, must say so
   (no, not, lacks, emulated, …).
 - ``e4m3_nan_threshold``: a sentence about e4m3 turning NaN that names a
   threshold ("above N", "N and above") must name the one
-  ``labs.claims.fp8_overflow_threshold`` computes (464).
+  ``labs.catalog.facts.claims.fp8_overflow_threshold`` computes (464).
 - ``arch_specific_targets``: an ``sm_XXa`` target is architecture-specific
   (exactly one capability); calling it a family target is wrong, and TMA
   (an sm_90 feature, multicast aside) is not one of its instructions.
@@ -39,8 +39,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from app.content.quiz import FreeText, Numeric, SingleChoice, _ChoiceItem
-from labs.claims import BOOLEAN_FACTS, fp8_overflow_threshold
-from labs.gpus import GPUS
+from labs.catalog.facts.claims import BOOLEAN_FACTS, fp8_overflow_threshold
+from labs.catalog.gpus import GPUS
 
 if TYPE_CHECKING:
     from app.content import Catalogue, Lesson, Problem, QuizItem, Term

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
@@ -12,9 +13,9 @@ from jinja2 import Template
 from markupsafe import Markup
 
 from app import progress, routes
-from app.content import DEPTHS, Catalogue, Term
+from app.content import DEPTHS, Catalogue, QuizItemBase, Term
 from app.deps import CatalogueDep, LearnerDep, SessionDep
-from app.templating import fill_csrf, render, render_once, templates
+from app.templating import render, render_once, templates
 from app.termmap import WIDTH
 
 router = routes.router(tags=["terms"])
@@ -88,16 +89,35 @@ def _depth(raw: str | None) -> tuple[int, str | None]:
     return d, None
 
 
-CARD_PARTS = ("terms/_card_header.html", "terms/_card_toc.html", "terms/_card_body.html")
+CARD_PARTS = (
+    "terms/_card_header.html",
+    "terms/_card_toc.html",
+    "terms/_card_exercise.html",
+    "terms/_card_after_quiz.html",
+)
+QUIZ_FORM = "_quiz_form.html"
+
+
+@dataclass(frozen=True)
+class QuizForm:
+    """One quick-check form's cached parts: term.html renders the learner's part
+    (answered note, CSRF token) between ``head`` and ``tail``."""
+
+    item: QuizItemBase
+    head: Markup
+    tail: Markup
 
 
 @dataclass(frozen=True)
 class CardParts:
-    """The parts of a term page that no request changes, rendered once per card."""
+    """The fragments of a term page that no request changes, rendered once per card;
+    terms/term.html composes them with the parts that are per request."""
 
     header: Markup
     toc: Markup
-    body: Markup  # its quiz forms hold CSRF_SLOT (see app.templating.fill_csrf)
+    exercise: Markup
+    quiz: tuple[QuizForm, ...]
+    after_quiz: Markup
     sources: tuple[Template, ...]
 
     @property
@@ -124,9 +144,18 @@ def _card_parts(cat: Catalogue, term: Term) -> CardParts:
             "next_term": next_term,
             "lessons": cat.lessons_using(term.slug),
         }
-        sources = tuple(templates.get_template(name) for name in CARD_PARTS)
-        header, toc, body = (render_once(t, ctx) for t in sources)
-        parts = CardParts(header, toc, body, sources)
+        header, toc, exercise, after_quiz = (
+            render_once(templates.get_template(name), ctx) for name in CARD_PARTS
+        )
+        form = templates.get_template(QUIZ_FORM)
+        macros: Any = form.module  # the template's macros, callable from Python
+        owner = f"term:{term.slug}"
+        quiz = tuple(
+            QuizForm(item, macros.head(owner, item), macros.tail(owner, item))
+            for item in term.front.quiz
+        )
+        sources = (*(templates.get_template(name) for name in CARD_PARTS), form)
+        parts = CardParts(header, toc, exercise, quiz, after_quiz, sources)
         cat.rendered[key] = parts
     return parts
 
@@ -149,10 +178,9 @@ def term_page(
     parts = _card_parts(cat, term)
     owner = f"term:{term.slug}"
     notes = progress.answered_notes(term.front.quiz, progress.last_answers(session, learner, owner))
-    body = progress.insert_answered(fill_csrf(parts.body, request), owner, notes)
-    card = {"header": parts.header, "toc": parts.toc, "body": body}
     practice = [ex for ex in request.app.state.exercises.values() if term.slug in ex.concepts]
-    ctx = {"term": term, "depth": d, "depth_note": note, "depths": DEPTHS, "card": card}
+    ctx = {"term": term, "depth": d, "depth_note": note, "depths": DEPTHS, "card": parts}
+    ctx["answered"] = notes
     ctx["practice"] = practice  # the exercises that practise this card's concept
     return render(request, "terms/term.html", ctx, block_name="depths")
 

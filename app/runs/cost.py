@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from labs.catalog.models import ModelConfig
 from labs.lm import models
 from labs.lm import spec as lm_spec
 
@@ -56,47 +57,37 @@ DRAW_S = 0.3
 DEFAULT_S = 0.5
 
 
-def _spec(params: Mapping[str, Any]) -> lm_spec.ModelSpec | None:
+def _spec(params: Mapping[str, Any]) -> ModelConfig | None:
     try:
         return lm_spec.load_spec(str(params.get("model") or models.SHIPPED))
     except Exception:  # an unknown model is refused by validation; estimate it as shipped
         return None
 
 
-def _shipped() -> lm_spec.ModelSpec:
+def _shipped() -> ModelConfig:
     return lm_spec.load_spec(models.SHIPPED)
 
 
-def _linear_weights(s: lm_spec.ModelSpec, tensors: str = "all") -> int:
-    return sum(_out_width(s, n) * s.in_width(n) for n in s.linear_names(tensors))
+def _linear_weights(s: ModelConfig, tensors: str = "all") -> int:
+    return sum(s.out_width(n) * s.in_width(n) for n in s.linear_names(tensors))
 
 
-def _out_width(s: lm_spec.ModelSpec, name: str) -> int:
-    if name.endswith(("gate_proj", "up_proj")):
-        return s.intermediate
-    if name.endswith(("k_proj", "v_proj")):
-        return s.kv_heads * s.head_dim
-    if name.endswith("q_proj"):
-        return s.heads * s.head_dim
-    return s.hidden
-
-
-def _token_macs(s: lm_spec.ModelSpec, context: int) -> float:
+def _token_macs(s: ModelConfig, context: int) -> float:
     """Multiply-adds of one token's forward pass in a window of ``context`` tokens:
     the linear layers, the head, and attention over half the window on average."""
-    attention = s.layers * s.heads * s.head_dim * context  # q·k and p·v over context/2 each
-    return _linear_weights(s) + s.hidden * s.vocab + attention
+    attention = s.num_layers * s.q_dim * context  # q·k and p·v over context/2 each
+    return _linear_weights(s) + s.hidden_size * s.vocab_size + attention
 
 
-def _passes_s(s: lm_spec.ModelSpec, tokens: int, context: int, passes: float) -> float:
+def _passes_s(s: ModelConfig, tokens: int, context: int, passes: float) -> float:
     return passes * tokens * _token_macs(s, context) * SECONDS_PER_MAC
 
 
-def _calibration_s(s: lm_spec.ModelSpec, tokens: int, passes: float) -> float:
+def _calibration_s(s: ModelConfig, tokens: int, passes: float) -> float:
     return passes * tokens * _linear_weights(s) * SECONDS_PER_MAC
 
 
-def _load_s(s: lm_spec.ModelSpec) -> float:
+def _load_s(s: ModelConfig) -> float:
     return MODEL_LOAD_S * max(1.0, _linear_weights(s) / _linear_weights(_shipped()))
 
 
@@ -125,7 +116,9 @@ def tensor_sensitivity(p: Mapping[str, Any]) -> float:
     tensors = str(p.get("tensors") or "all")
     unit = str(p.get("unit") or "kind")
     names = s.linear_names(tensors)
-    units = {"tensor": len(names), "layer": s.layers}.get(unit, len(names) // max(1, s.layers))
+    units = {"tensor": len(names), "layer": s.num_layers}.get(
+        unit, len(names) // max(1, s.num_layers)
+    )
     uniform = p.get("uniform")
     n_uniform = len(uniform) if isinstance(uniform, list) else 3
     passes = 1 + units + n_uniform + 1

@@ -39,7 +39,7 @@ from app.runs.bells import STREAMS, WORKERS, Bell, Ringer, open_bell
 from app.runs.catalog import LabCatalogue, lab_catalogue
 from app.runs.queue import QUEUES, RunQueue, lane, lane_of
 from app.runs.store import is_short
-from app.settings import Settings
+from app.settings import Settings, pass_models_dir_to_labs
 from labs.base import InvalidParams, NeedsGPU
 from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
 from labs.runtime.executor import Job, Outcome, execute
@@ -60,9 +60,6 @@ THREAD_JOIN_S = 10.0
 # Upper bound on the reaper period, seconds.
 REAPER_MAX_INTERVAL_S = 10.0
 NVIDIA_SMI_TIMEOUT_S = 10.0
-# Seconds a worker keeps retrying a run's database writes (claim, events) through a
-# database restart or a full disk before leaving the run to the reaper.
-DB_RETRY_S = 20.0
 DB_RETRY_BACKOFF_S = 0.5
 # Storing a finished run's result is retried far longer, with backoff up to the
 # cap: the work is done and worth keeping through a long outage. Past this the
@@ -305,10 +302,12 @@ class LabWorker:
             return
         bell.drain()
 
-    def _db(self, what: str, fn: Callable[[], T], patience_s: float = DB_RETRY_S) -> T:
-        """``fn()``, retried for ``patience_s`` seconds while the database is
-        unavailable, the pause doubling from DB_RETRY_BACKOFF_S up to its cap."""
-        deadline = time.monotonic() + patience_s
+    def _db(self, what: str, fn: Callable[[], T], patience_s: float | None = None) -> T:
+        """``fn()``, retried for ``patience_s`` seconds (``settings.db_retry_seconds``)
+        while the database is unavailable, the pause doubling from DB_RETRY_BACKOFF_S
+        up to its cap."""
+        patience = self.settings.db_retry_seconds if patience_s is None else patience_s
+        deadline = time.monotonic() + patience
         pause = DB_RETRY_BACKOFF_S
         while True:
             try:
@@ -568,6 +567,7 @@ def main(settings: Settings) -> int:
     from app.logging import configure_logging
 
     configure_logging()
+    pass_models_dir_to_labs(settings)
     worker = LabWorker(settings)
     install_signal_handlers(worker)
     follow_supervisor()

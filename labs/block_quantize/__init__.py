@@ -13,6 +13,7 @@ and histograms of the values and of the errors.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.block_quantize.compute import quantize_blocks, run
 from labs.block_quantize.model import (
@@ -22,7 +23,6 @@ from labs.block_quantize.model import (
     BlockQuantizeParams,
     BlockQuantizeResult,
     BlockView,
-    ErrorMetrics,
     Histogram,
 )
 from labs.block_quantize.present import headline, present
@@ -35,7 +35,6 @@ __all__ = [
     "BlockQuantizeParams",
     "BlockQuantizeResult",
     "BlockView",
-    "ErrorMetrics",
     "Histogram",
     "quantize_blocks",
 ]
@@ -52,4 +51,5 @@ LAB = Lab(
     memory_limit_mb=2048,
     numeric_outputs=(("bits_per_value", "bits"), ("nbytes", "bytes")),
     headline=headline,
+    concept=concepts.block_quantize,
 )

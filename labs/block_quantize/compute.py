@@ -3,7 +3,6 @@ blocks and the histograms. Torch is imported inside the functions."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +23,9 @@ from labs.block_quantize.model import (
     BlockQuantizeParams,
     BlockQuantizeResult,
     BlockView,
-    ErrorMetrics,
     Histogram,
 )
+from labs.quant.metrics import ErrorSummary
 
 if TYPE_CHECKING:
     import torch
@@ -177,26 +176,10 @@ def run(params: BlockQuantizeParams, ctx: Context) -> BlockQuantizeResult:
     return quantize_blocks(params, ctx.device, ctx.progress)
 
 
-def _error_metrics(x: torch.Tensor, q: QuantizedTensor, deq: torch.Tensor) -> ErrorMetrics:
+def _error_metrics(x: torch.Tensor, q: QuantizedTensor, deq: torch.Tensor) -> ErrorSummary:
     from labs.quant.metrics import error_report
 
-    report = error_report(x, q, deq)
-    # RMS error over RMS value: sqrt(sum e² / sum x²) = 10^(-SQNR/20); None for x = 0.
-    relative: float | None = None
-    if bool(x.any()):
-        relative = 0.0 if report.sqnr_db == math.inf else 10 ** (-report.sqnr_db / 20)
-    return ErrorMetrics(
-        mse=report.mse,
-        rmse=report.rmse,
-        max_abs_error=report.max_abs_error,
-        mean_abs_error=report.mean_abs_error,
-        sqnr_db=report.sqnr_db if math.isfinite(report.sqnr_db) else None,
-        relative_rmse=relative,
-        rounding_mse=report.rounding_mse,
-        clipping_mse=report.clipping_mse,
-        clipped=report.clipped_count,
-        clipped_fraction=report.clipped_fraction,
-    )
+    return ErrorSummary.of(error_report(x, q, deq), input_is_zero=not bool(x.any()))
 
 
 def _first_blocks(

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, FiniteFloat, ValidationInfo, field_validator, model_validator
 
 from labs.base import LabParams, LabResult
+from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
 # The labs.quant format keys, from its torch-free table (validating a request imports no torch).
@@ -148,21 +149,6 @@ class BlockView(BaseModel):
     dequantized: list[float]
 
 
-class ErrorMetrics(BaseModel):
-    mse: float
-    rmse: float
-    max_abs_error: float
-    mean_abs_error: float
-    sqnr_db: float | None = Field(
-        description="10·log10(Σx² / Σerror²) (labs.quant.metrics); None when the error is zero"
-    )
-    relative_rmse: float | None
-    rounding_mse: float = Field(description="Share of the MSE from values inside the block's range")
-    clipping_mse: float = Field(description="Share of the MSE from values beyond the block's range")
-    clipped: int
-    clipped_fraction: float
-
-
 class Histogram(BaseModel):
     """Counts over ``edges``; where a few far values would squash the rest into two
     bars, the edges span the central values and ``below``/``above`` count the rest."""
@@ -193,6 +179,6 @@ class BlockQuantizeResult(LabResult):
     )
     compression_vs_fp32: float
     compression_vs_bf16: float
-    metrics: ErrorMetrics
+    metrics: ErrorSummary
     first_blocks: list[BlockView]
     histograms: dict[str, Histogram]

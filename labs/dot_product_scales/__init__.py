@@ -22,6 +22,7 @@ quantization, the cross terms the zero points add to every dot product.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.dot_product_scales.compute import Product, multiply, run
 from labs.dot_product_scales.model import FIXED_BLOCK, FormatChoice, Params, Result
@@ -48,4 +49,5 @@ LAB = Lab(
         ("int16_overflow_k", "elements of K"),
         ("int32_max_k", "elements of K"),
     ),
+    concept=concepts.dot_product_scales,
 )

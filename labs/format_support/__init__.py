@@ -8,8 +8,8 @@ dequantization), or it must be converted to a wider type when loaded
 (*unsupported*: only an offline conversion to a type the GPU has).
 
 The decision is a table of compute-capability thresholds (``RULES``, in
-``labs.format_rules``), each row citing its source. It needs only the capability,
-so it also covers a GPU that is not in ``labs.gpus`` (``gpu="auto"`` reads the
+``labs.catalog.kernel_paths``), each row citing its source. It needs only the capability,
+so it also covers a GPU that is not in ``labs.catalog.gpus`` (``gpu="auto"`` reads the
 worker's own card with ``nvidia-smi``). Units: bits per parameter, bytes, GB = 1e9 bytes.
 
 ``model`` holds the parameters and the result, ``compute`` assesses (no torch),
@@ -19,32 +19,27 @@ worker's own card with ``nvidia-smi``). Units: bits per parameter, bytes, GB = 1
 from __future__ import annotations
 
 from labs.base import Lab, NeedsGPU
+from labs.catalog.gpus import sm_of
+from labs.catalog.kernel_paths import RULES, Path
 from labs.format_support.compute import (
     AUTO_FALLBACK_GPU,
-    FORMATS,
     REFERENCE_MATRIX,
-    RULES,
     Assessment,
-    FormatKey,
-    Path,
     assess,
     decide,
     file_bits_per_param,
     parse_smi,
     run,
-    sm_of,
 )
 from labs.format_support.model import Params, Result
 from labs.format_support.present import present
 
 __all__ = [
     "AUTO_FALLBACK_GPU",
-    "FORMATS",
     "LAB",
     "REFERENCE_MATRIX",
     "RULES",
     "Assessment",
-    "FormatKey",
     "Params",
     "Path",
     "Result",

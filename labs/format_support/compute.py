@@ -4,23 +4,25 @@ the format takes on it, its bytes and its speed bounds. Imports no torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-from labs import memory
 from labs.base import Context
-from labs.format_rules import (  # noqa: F401 - the rules are part of this lab's API
-    FORMATS,
-    PATH_MEANING,
-    RULES,
-    FormatKey,
-    FormatSpec,
-    Path,
-    Rule,
-    Source,
+from labs.catalog import memory, roofline
+from labs.catalog.formats import (
+    CHECKPOINT_FORMATS,
+    WEIGHT_FORMATS,
+    CheckpointFormat,
 )
+from labs.catalog.gpus import GPU, GPUS, GpuId, match_smi_name, sm_of
+from labs.catalog.kernel_paths import PATH_MEANING, RULES, Rule
+from labs.catalog.models import get_model
 from labs.format_support.model import GpuPath, Params, Result, SourceRef
-from labs.gpus import GPU, GPUS
 from labs.hardware import nvidia_smi
-from labs.models import get_model
+
+if TYPE_CHECKING:
+    GpuChoice = str
+else:
+    GpuChoice = Literal[GpuId, "auto"]
 
 # Decode reads every weight once per step: weight bytes relative to bf16 are
 # the memory-bound speed ratio. 16 = bits per bf16 value.
@@ -30,11 +32,6 @@ BITS_PER_BYTE = 8
 # per-channel scales (one per row) are counted, not just the block scales.
 REFERENCE_MATRIX = (4096, 4096)
 SMI_QUERY = ("name", "compute_cap", "memory.total")
-
-
-def sm_of(compute_capability: float) -> int:
-    """7.5 → 75, 10.0 → 100 (exact integer compare, no float thresholds)."""
-    return round(compute_capability * 10)
 
 
 def decide(format_key: str, sm: int) -> Rule:
@@ -48,23 +45,23 @@ def decide(format_key: str, sm: int) -> Rule:
 def _matrix_bits_per_param(memory_key: str) -> float:
     """Bits per parameter of the reference projection matrix, side tensors included."""
     rows, cols = REFERENCE_MATRIX
-    fmt = memory.WEIGHT_FORMATS[memory_key]
+    fmt = WEIGHT_FORMATS[memory_key]
     return fmt.matrix_bytes(rows, cols) * BITS_PER_BYTE / (rows * cols)
 
 
 def file_bits_per_param(format_key: str) -> float:
     """Stored bits per parameter of a projection matrix, scales included."""
-    return _matrix_bits_per_param(FORMATS[format_key].memory_key)
+    return _matrix_bits_per_param(CHECKPOINT_FORMATS[format_key].memory_key)
 
 
 def resident_key(format_key: str, rule: Rule) -> str:
-    """The memory.WEIGHT_FORMATS key of what the GPU holds after loading."""
-    return rule.upcast_to or rule.repacked_to or FORMATS[format_key].memory_key
+    """The WEIGHT_FORMATS key of what the GPU holds after loading."""
+    return rule.upcast_to or rule.repacked_to or CHECKPOINT_FORMATS[format_key].memory_key
 
 
 def resident_bits_per_param(format_key: str, rule: Rule) -> float:
     if rule.upcast_to:
-        return float(memory.WEIGHT_FORMATS[rule.upcast_to].element_bits)
+        return float(WEIGHT_FORMATS[rule.upcast_to].element_bits)
     return _matrix_bits_per_param(resident_key(format_key, rule))
 
 
@@ -80,18 +77,6 @@ def compute_speedup(gpu: GPU | None, rule: Rule) -> float | None:
 
 
 # --- the worker's own GPU ---------------------------------------------------
-# nvidia-smi names → registry ids. Longer names first: "L40S" before "L4".
-_NAME_HINTS: tuple[tuple[str, str], ...] = (
-    ("B200", "b200"),
-    ("H200", "h200"),
-    ("H100", "h100"),
-    ("L40S", "l40s"),
-    ("L4", "l4"),
-    ("RTX 4090", "rtx-4090"),
-    ("V100", "v100"),
-    ("T4", "t4"),
-)
-A100_80GB_MIN_MIB = 60_000
 AUTO_FALLBACK_GPU = "h100"  # 40 GB A100s report 40,960 MiB, 80 GB ones 81,920
 
 
@@ -119,17 +104,7 @@ def parse_smi(text: str) -> DetectedGpu | None:
             mib = float(cells[2]) if len(cells) > 2 else None
         except ValueError:
             mib = None
-        return DetectedGpu(cells[0], sm, mib, match_registry(cells[0], mib))
-    return None
-
-
-def match_registry(name: str, memory_mib: float | None) -> str | None:
-    upper = name.upper()
-    if "A100" in upper:
-        return "a100-80gb" if (memory_mib or 0) >= A100_80GB_MIN_MIB else "a100-40gb"
-    for hint, gpu_id in _NAME_HINTS:
-        if hint in upper:
-            return gpu_id
+        return DetectedGpu(cells[0], sm, mib, match_smi_name(cells[0], mib))
     return None
 
 
@@ -168,7 +143,7 @@ def _gpu_row(
         fits_weights_only=None if reg is None else weights <= reg.memory_bytes,
         decode_tokens_per_s_bound=None
         if reg is None
-        else reg.bandwidth_bytes_per_s / memory.weight_bytes_read_per_step(model, resident, 1, 1),
+        else reg.bandwidth_bytes_per_s / roofline.weight_bytes_read_per_step(model, resident, 1, 1),
         compute_speedup=compute_speedup(reg, rule),
     )
 
@@ -261,7 +236,7 @@ def assess(params: Params, detection_log: list[str]) -> Result:
     """The path the format takes on the chosen GPU, its bytes and speed bounds, and the
     same decision for every GPU in the registry. Reading the worker's own GPU
     (gpu='auto') appends what happened to ``detection_log``."""
-    spec = FORMATS[params.format]
+    spec = CHECKPOINT_FORMATS[params.format]
     target = _target(params, detection_log)
     gpu_id, name, sm, reg = target.gpu_id, target.name, target.sm, target.registry
     notes = [target.note] if target.note else []
@@ -273,8 +248,8 @@ def assess(params: Params, detection_log: list[str]) -> Result:
     file_bits = file_bits_per_param(spec.key)
     resident_bits = resident_bits_per_param(spec.key, rule)
     ratio = resident_bits / BASELINE_BITS
-    bf16_read = memory.weight_bytes_read_per_step(model, "bf16", 1, 1)
-    whole_model_bound = bf16_read / memory.weight_bytes_read_per_step(model, resident, 1, 1)
+    bf16_read = roofline.weight_bytes_read_per_step(model, "bf16", 1, 1)
+    whole_model_bound = bf16_read / roofline.weight_bytes_read_per_step(model, resident, 1, 1)
     speedup = compute_speedup(reg, rule)
     rows = _per_gpu(spec.key, target, params.model)
     verdict = _verdict(spec, name, sm, rule, file_bytes, resident_bytes)
@@ -296,7 +271,7 @@ def assess(params: Params, detection_log: list[str]) -> Result:
             + "; ".join(f"{p} on {', '.join(ids)}" for p, ids in by_path.items() if ids)
             + "."
         )
-    quantized = memory.WEIGHT_FORMATS[resident].quantized
+    quantized = WEIGHT_FORMATS[resident].quantized
     sources = {s.url: s for x in RULES[spec.key] for s in x.sources}
     return Result(
         format=spec.key,
@@ -345,7 +320,7 @@ def _per_gpu(format_key: str, target: _Target, model_id: str) -> list[GpuPath]:
 
 
 def _verdict(
-    spec: FormatSpec, name: str, sm: int, rule: Rule, file_bytes: int, resident_bytes: int
+    spec: CheckpointFormat, name: str, sm: int, rule: Rule, file_bytes: int, resident_bytes: int
 ) -> str:
     verdict = f"{spec.title} on {name} (sm_{sm}): {rule.path} — {rule.kernel}."
     if rule.upcast_to and resident_bytes != file_bytes:

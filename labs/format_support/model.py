@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
 from labs.base import LabParams, LabResult
-from labs.format_rules import FormatKey, Path
-from labs.gpus import GpuId
-from labs.models import ModelId
+from labs.catalog.formats import CheckpointFormatKey
+from labs.catalog.gpus import GpuId
+from labs.catalog.kernel_paths import Path
+from labs.catalog.models import ModelId
 
-GpuChoice = Literal[GpuId, "auto"]
+if TYPE_CHECKING:
+    GpuChoice = str
+else:
+    GpuChoice = Literal[GpuId, "auto"]
 
 
 # --- parameters and result ---------------------------------------------------
 
 
 class Params(LabParams):
-    format: FormatKey = Field(
+    format: CheckpointFormatKey = Field(
         default="nvfp4",
         description="Checkpoint format: bf16, fp16, fp8 (W8A8 E4M3), int8 (weight-only), "
         "w8a8-int8, awq / gptq (int4 weight-only, group 128), mxfp4, nvfp4, q4_0 (GGUF).",

@@ -4,10 +4,10 @@ sources, the bytes and speed bounds, and the verdict in words."""
 from __future__ import annotations
 
 from labs.base import Context
-from labs.format_rules import PATH_MEANING, RULES
+from labs.catalog.kernel_paths import PATH_MEANING, RULES
+from labs.catalog.models import get_model
 from labs.format_support.compute import Assessment
 from labs.format_support.model import Params, Result
-from labs.models import get_model
 
 
 def present(assessment: Assessment, params: Params, ctx: Context) -> None:

@@ -27,6 +27,7 @@ at that batch (None, "does not fit"): it could not run.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.fp8_savings.compute import run
 from labs.fp8_savings.model import Params, Result
@@ -52,4 +53,5 @@ LAB = Lab(
         ("max_batch_bf16", "sequences"),
         ("max_batch_fp8", "sequences"),
     ),
+    concept=concepts.fp8_savings,
 )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labs import memory
 from labs.base import Context
+from labs.catalog import memory, roofline
+from labs.catalog.gpus import GPU, get_gpu
+from labs.catalog.memory import gb
+from labs.catalog.models import ModelConfig, get_model
 from labs.fp8_savings.model import MAX_BATCH, PLOT_POINTS, Params, Result, Scenario
-from labs.gpus import GPU, get_gpu
-from labs.memory import gb
-from labs.models import ModelConfig, get_model
 
 
 def _max_batch(p: Params, model: ModelConfig, gpu: GPU, weight_format: str, kv_dtype: str) -> int:
@@ -25,8 +25,8 @@ def _max_batch(p: Params, model: ModelConfig, gpu: GPU, weight_format: str, kv_d
 
 def _step(
     p: Params, model: ModelConfig, gpu: GPU, weight_format: str, kv_dtype: str, batch: int
-) -> memory.DecodeStep:
-    return memory.decode_step(
+) -> roofline.DecodeStep:
+    return roofline.decode_step(
         model,
         gpu,
         weight_format=weight_format,
@@ -61,7 +61,7 @@ def _scenario(
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if (
-            _step(p, model, gpu, weight_format, kv_dtype, mid).seconds * memory.MS_PER_S
+            _step(p, model, gpu, weight_format, kv_dtype, mid).seconds * roofline.MS_PER_S
             <= p.latency_target_ms
         ):
             lo = mid
@@ -73,18 +73,18 @@ def _scenario(
         name=name,
         weight_format=weight_format,
         kv_dtype=kv_dtype,
-        compute_dtype=memory.compute_dtype(gpu, weight_format),
+        compute_dtype=roofline.compute_dtype(gpu, weight_format),
         weights_bytes_per_gpu=budget.weights,
         kv_bytes_per_gpu=budget.kv_cache,
         total_gb_per_gpu=gb(budget.total),
         fits=budget.fits,
         step_weight_bytes=step.weight_bytes,
         step_kv_bytes=step.kv_bytes,
-        step_ms=step.seconds * memory.MS_PER_S if budget.fits else None,
+        step_ms=step.seconds * roofline.MS_PER_S if budget.fits else None,
         bound=step.bound if budget.fits else None,
         tokens_per_s=p.batch / step.seconds if budget.fits else None,
         max_batch=max_b,
-        step_ms_at_max_batch=at_max.seconds * memory.MS_PER_S if at_max else None,
+        step_ms_at_max_batch=at_max.seconds * roofline.MS_PER_S if at_max else None,
         tokens_per_s_at_max_batch=max_b / at_max.seconds if at_max else None,
         best_batch_under_target=best,
         tokens_per_s_under_target=best / best_step if best_step else 0.0,
@@ -133,7 +133,7 @@ def _curves(
         s.name: (
             [b for b in xs if b <= s.max_batch],
             [
-                _step(p, model, gpu, s.weight_format, s.kv_dtype, b).seconds * memory.MS_PER_S
+                _step(p, model, gpu, s.weight_format, s.kv_dtype, b).seconds * roofline.MS_PER_S
                 for b in xs
                 if b <= s.max_batch
             ],

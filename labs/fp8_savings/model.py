@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from labs import memory
 from labs.base import LabResult
-from labs.memory import CapacityBasis, ContextTokens, ModelOnGpuParams, TensorParallel
+from labs.catalog import memory, roofline
+from labs.catalog.memory import CapacityBasis
+from labs.catalog.params import ContextTokens, ModelOnGpuParams, TensorParallel
 
 MAX_BATCH = 4096
 
@@ -36,13 +37,13 @@ class Params(ModelOnGpuParams):
         description="Per-token latency target: the most one decode step may take, ms.",
     )
     bandwidth_efficiency: float = Field(
-        default=memory.DEFAULT_BANDWIDTH_EFFICIENCY,
+        default=roofline.DEFAULT_BANDWIDTH_EFFICIENCY,
         gt=0,
         le=1,
         description="Share of peak DRAM bandwidth decode kernels reach.",
     )
     step_overhead_ms: float = Field(
-        default=memory.DEFAULT_STEP_OVERHEAD_MS,
+        default=roofline.DEFAULT_STEP_OVERHEAD_MS,
         ge=0,
         le=1000,
         description="Fixed per-step cost in ms (launches, sampling, scheduling, all-reduce latency).",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from labs.base import Context
+from labs.catalog.gpus import get_gpu
+from labs.catalog.memory import gb
+from labs.catalog.models import get_model
 from labs.fp8_savings.compute import Savings
 from labs.fp8_savings.model import DOES_NOT_FIT, Params, Result
-from labs.gpus import get_gpu
-from labs.memory import gb
-from labs.models import get_model
 
 
 def _shown(value: float | None, digits: int) -> float | str:

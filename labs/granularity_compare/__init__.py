@@ -16,6 +16,7 @@ damage, at the price of more scales.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.granularity_compare.compute import compare, make_tensor, outlier_count, run
 from labs.granularity_compare.model import GRANULARITIES, GranularFormatKey, Params, Result
@@ -52,4 +53,5 @@ LAB = Lab(
         ("bits_per_value_block_32", "bits"),
     ),
     headline=headline,
+    concept=concepts.granularity_compare,
 )

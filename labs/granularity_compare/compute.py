@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from labs.base import Context
-from labs.error_split import ErrorSplit
 from labs.granularity_compare.model import (
     BITS_PER_BYTE,
     DEFAULT_OUTLIER_FRACTION,
@@ -24,6 +23,7 @@ from labs.granularity_compare.model import (
     Params,
     Result,
 )
+from labs.quant.metrics import ErrorSummary
 
 if TYPE_CHECKING:
     import torch
@@ -126,7 +126,7 @@ def _row(
 
     q = quantize(x, fmt, granularity=g)
     deq = q.dequantize()
-    split = ErrorSplit.from_metrics(error_split(x, deq, clipped_mask(x, q)))
+    split = ErrorSummary.of(error_split(x, deq, clipped_mask(x, q)))
     bits = BITS_PER_BYTE * q.nbytes / x.numel()
     per_bit = split.sqnr_db / bits if split.sqnr_db is not None else None
     gain = None

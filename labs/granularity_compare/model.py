@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from labs.base import LabParams, LabResult
-from labs.error_split import ErrorSplit
+from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
 # The labs.quant formats that take a ``granularity`` option (a test checks them).
@@ -125,7 +125,7 @@ class GranularityRow(BaseModel):
     nbytes: int = Field(description="Every stored byte: codes, scales (and padding)")
     scale_overhead_bytes: int = Field(description="Bytes of scales alone")
     bits_per_value: float = Field(description="8 · nbytes / values")
-    error: ErrorSplit
+    error: ErrorSummary
     sqnr_db_per_bit: float | None = Field(description="SQNR (dB) / bits per value")
     db_per_extra_bit: float | None = Field(
         description="SQNR gained over per-tensor scales per extra stored bit (dB/bit); "

@@ -12,7 +12,7 @@ must be ready for.
 Waiting: by Little's law the mean number of requests in service is
 arrival rate × time in service. Time in service is ``request_seconds`` or,
 when 0, ``output_tokens`` decode steps from the memory-bound roofline of
-``labs.memory.decode_step`` at that occupancy. If the occupancy the load
+``labs.catalog.roofline.decode_step`` at that occupancy. If the occupancy the load
 needs exceeds the requests the cache can hold, requests wait for blocks.
 
 ``model`` holds the parameters and the result (no torch), ``compute`` the run,
@@ -21,6 +21,7 @@ needs exceeds the requests the cache can hold, requests wait for blocks.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.kv_capacity.compute import run
 from labs.kv_capacity.model import Params, Result
@@ -47,4 +48,5 @@ LAB = Lab(
         ("fp8_max_concurrent_requests", "requests"),
     ),
     headline=headline,
+    concept=concepts.kv_capacity,
 )

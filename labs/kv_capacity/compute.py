@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from labs import memory
 from labs.base import Context
-from labs.gpus import GPU, get_gpu
+from labs.catalog import memory, roofline
+from labs.catalog.gpus import GPU, get_gpu
+from labs.catalog.memory import gb, gib
+from labs.catalog.models import ModelConfig, get_model
 from labs.kv_capacity.model import (
     HIGH_UTILIZATION,
     ONE_BYTE_KV,
@@ -16,8 +18,6 @@ from labs.kv_capacity.model import (
     Params,
     Result,
 )
-from labs.memory import gb, gib
-from labs.models import ModelConfig, get_model
 
 
 def _capacity(
@@ -56,7 +56,7 @@ def _request_seconds(
     p: Params, model: ModelConfig, gpu: GPU, concurrency: int
 ) -> tuple[float, float]:
     """(seconds a request is in service, decode step seconds) at ``concurrency`` sequences."""
-    step = memory.decode_step(
+    step = roofline.decode_step(
         model,
         gpu,
         weight_format=p.weight_format,
@@ -165,7 +165,7 @@ def size(params: Params) -> Sizing:
         evictable_blocks_after_peak=evictable,
         request_seconds=p.request_seconds or p.output_tokens * step_s,
         request_seconds_estimated=p.request_seconds == 0,
-        decode_step_ms_at_peak=step_at_peak * memory.MS_PER_S,
+        decode_step_ms_at_peak=step_at_peak * roofline.MS_PER_S,
         occupancy_needed=occupancy,
         cache_utilization=utilization,
         requests_wait=utilization is None or utilization > 1,

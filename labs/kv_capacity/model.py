@@ -6,16 +6,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from labs import memory
 from labs.base import LabResult
-from labs.memory import (
-    CapacityBasis,
-    KvDtype,
-    ModelOnGpuParams,
-    RegistryModel,
-    TensorParallel,
-    WeightFormatKey,
-)
+from labs.catalog import memory
+from labs.catalog.formats import KvDtype, WeightFormatKey
+from labs.catalog.memory import CapacityBasis
+from labs.catalog.params import ModelOnGpuParams, RegistryModel, TensorParallel
 
 # vLLM's default share of device memory for weights + activations + KV cache.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9

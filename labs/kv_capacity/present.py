@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from labs import memory
 from labs.base import Context
-from labs.gpus import GPU, get_gpu
+from labs.catalog import memory
+from labs.catalog.gpus import GPU, get_gpu
+from labs.catalog.memory import gb
+from labs.catalog.models import get_model
 from labs.kv_capacity.compute import Sizing
 from labs.kv_capacity.model import Params, Result
-from labs.memory import gb
-from labs.models import get_model
 from labs.viz.tiles import Tile, readable, tile
 
 

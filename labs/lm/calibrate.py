@@ -9,7 +9,8 @@ the end of layer ``i`` (nothing after it is computed).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -119,34 +120,38 @@ class Outliers:
         return asdict(self)
 
 
-@torch.no_grad()
-def activation_outliers(
-    model: Any, windows: torch.Tensor, batch_size: int, device: str
-) -> list[Outliers]:
-    """Per decoder layer and AWQ input point, the channel statistic AWQ exploits, from
-    the unquantized model on ``windows``. Large ``max_over_median`` (tens to hundreds in
-    billion-parameter LLMs) is what lets AWQ's scaling protect a few channels cheaply."""
-    layers = len(model.model.layers)
+@contextmanager
+def outlier_sums(model: Any) -> Iterator[dict[tuple[int, str], torch.Tensor]]:
+    """While open, every forward pass of ``model`` adds each AWQ input point's Σ|x| per
+    channel (float64) into the yielded dict, keyed ``(layer, point)``: hooks that let the
+    calibration pass a run makes anyway also collect ``activation_outliers``' statistic.
+    Forward passes on several threads at once are fine (the additions are locked)."""
     sums: dict[tuple[int, str], torch.Tensor] = {}
+    lock = threading.Lock()
     hooks = []
-    for i in range(layers):
+    for i in range(len(model.model.layers)):
         for name, point in OUTLIER_POINTS:
             mod = model.get_submodule(f"model.layers.{i}.{name}")
 
             def pre(_m: Any, args: tuple[Any, ...], key: tuple[int, str] = (i, point)) -> None:
                 x = args[0].detach().float().abs().reshape(-1, args[0].shape[-1]).sum(0).cpu()
-                sums[key] = sums[key] + x.double() if key in sums else x.double()
+                with lock:
+                    sums[key] = sums[key] + x.double() if key in sums else x.double()
 
             hooks.append(mod.register_forward_pre_hook(pre))
     try:
-        for b in range(0, windows.shape[0], batch_size):
-            model(input_ids=windows[b : b + batch_size].to(device), use_cache=False)
+        yield sums
     finally:
         for h in hooks:
             h.remove()
+
+
+def summarize_outliers(sums: dict[tuple[int, str], torch.Tensor], tokens: int) -> list[Outliers]:
+    """``activation_outliers``' statistic from the sums ``outlier_sums`` collected over
+    ``tokens`` tokens."""
     out = []
-    for (layer, point), total in sums.items():
-        mean = total / windows.numel()
+    for (layer, point), total in sorted(sums.items()):
+        mean = total / tokens
         top = max(1, round(TOP_SHARE * mean.numel()))
         out.append(
             Outliers(
@@ -158,3 +163,16 @@ def activation_outliers(
             )
         )
     return out
+
+
+@torch.no_grad()
+def activation_outliers(
+    model: Any, windows: torch.Tensor, batch_size: int, device: str
+) -> list[Outliers]:
+    """Per decoder layer and AWQ input point, the channel statistic AWQ exploits, from
+    the unquantized model on ``windows``. Large ``max_over_median`` (tens to hundreds in
+    billion-parameter LLMs) is what lets AWQ's scaling protect a few channels cheaply."""
+    with outlier_sums(model) as sums:
+        for b in range(0, windows.shape[0], batch_size):
+            model(input_ids=windows[b : b + batch_size].to(device), use_cache=False)
+    return summarize_outliers(sums, windows.numel())

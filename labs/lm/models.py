@@ -3,7 +3,9 @@
 ``available()`` imports no torch (the web process lists the ``model`` choices with
 it): the shipped ``lowbit-tiny`` plus every Hugging Face checkpoint directory under
 ``LOWBIT_MODELS_DIR`` (one folder per model holding ``config.json``, ``*.safetensors``
-and ``tokenizer.json``; Llama, Qwen and Mistral load the same way). A checkpoint
+and ``tokenizer.json``; Llama, Qwen and Mistral load the same way). The variable is how
+the app's ``models_dir`` setting reaches the labs: labs never import ``app``, and the
+lab sandbox keeps this variable (``app.settings.pass_models_dir_to_labs`` writes it). A checkpoint
 without its own ``heldout.txt``/``calibration.txt`` is evaluated on the shipped ones.
 """
 

@@ -18,6 +18,8 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from labs.base import Context, LabParams
+from labs.catalog.formats import QuantFormatKey
+from labs.catalog.models import ModelConfig
 from labs.lm import models, spec
 
 MIN_CONTEXT = 16
@@ -84,7 +86,7 @@ class ModelParams(LabParams):
             raise field_error(self, "eval_tokens", str(e)) from None
         return self
 
-    def _check_tokens(self, s: spec.ModelSpec) -> None:
+    def _check_tokens(self, s: ModelConfig) -> None:
         if self.eval_tokens < self.context:
             raise ValueError(
                 f"eval_tokens ({self.eval_tokens}) must hold at least one window of "
@@ -96,7 +98,7 @@ class ModelParams(LabParams):
                 f"of {self.model}'s heldout.txt"
             )
 
-    def model_spec(self) -> spec.ModelSpec:
+    def model_spec(self) -> ModelConfig:
         try:
             return spec.load_spec(self.model)
         except models.ModelError as e:
@@ -109,7 +111,7 @@ Tensors = Literal["all", "attention", "mlp"]
 class WeightParams(ModelParams):
     """Which weights are quantized, and to what (model-quality, tensor-sensitivity and quant-algorithms share them)."""
 
-    format: spec.FormatKey = Field(default="q4_0", description="The weights' format")
+    format: QuantFormatKey = Field(default="q4_0", description="The weights' format")
     granularity: spec.Granularity = Field(
         default="default",
         description="For int8/int4/fp8: tensor, channel or a block size (e.g. 128); "
@@ -145,7 +147,7 @@ class WeightParams(ModelParams):
 @dataclass
 class Evaluation:
     loaded: models.Loaded
-    spec: spec.ModelSpec
+    spec: ModelConfig
     windows: Any  # [n, context] int64
     reference: Any  # reference.ReferenceLogits: kept within a budget, recomputed beyond
     base: Any  # evaluate.Totals of the unchanged model

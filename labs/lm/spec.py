@@ -9,40 +9,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
+from labs.catalog.formats import QUANT_BLOCK_SIZES
+from labs.catalog.models import ATTENTION, MLP, ModelConfig
 from labs.lm import models
-from labs.quant.spec import SPECS
 
-ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
-MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 KINDS = tuple(n.split(".")[1] for n in ATTENTION + MLP)  # q_proj … down_proj
 META_FILE = "lowbit.json"
 # Windows whose per-window KL a model lab stores, so two runs can be compared window by
 # window (about 20 KB of JSON); beyond it the result stays small and runs are not paired.
 MAX_PAIRED_WINDOWS = 1024
 
-FormatKey = Literal[
-    "int8",
-    "int4",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "mxfp8_e4m3",
-    "mxfp8_e5m2",
-    "mxfp6_e2m3",
-    "mxfp6_e3m2",
-    "mxfp4",
-    "nvfp4",
-    "nf4",
-    "q8_0",
-    "q4_0",
-    "q4_1",
-    "q4_k",
-    "q6_k",
-]
-FORMAT_KEYS: tuple[str, ...] = get_args(FormatKey)  # a test holds them to labs.quant.spec
 #: Formats that take a ``granularity`` option ("tensor", "channel" or a block size).
 GRANULAR = ("int8", "int4", "fp8_e4m3", "fp8_e5m2")
 Granularity = Literal["default", "tensor", "channel"] | int
@@ -66,46 +44,13 @@ def block_of(fmt: str, granularity: str | int) -> int | None:
         return granularity
     if granularity in ("tensor", "channel"):
         return None
-    return BLOCK_SIZES[fmt]
+    return QUANT_BLOCK_SIZES[fmt]
 
 
 def label(fmt: str, granularity: str | int) -> str:
     if granularity == "default":
         return fmt
     return f"{fmt} g{granularity}" if isinstance(granularity, int) else f"{fmt} per-{granularity}"
-
-
-# Elements per block along a row for each labs.quant key with its default options
-# (None: one scale per row or tensor), from the torch-free table of formats.
-BLOCK_SIZES: dict[str, int | None] = {key.value: row.block_size for key, row in SPECS.items()}
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    path: Path
-    layers: int
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    heldout_tokens: int | None
-    calibration_tokens: int | None
-
-    def linear_names(self, tensors: str = "all") -> list[str]:
-        """Full names of the decoder's linear layers: ``model.layers.{i}.self_attn.q_proj`` …"""
-        kinds = {"all": ATTENTION + MLP, "attention": ATTENTION, "mlp": MLP}[tensors]
-        return [f"model.layers.{i}.{k}" for i in range(self.layers) for k in kinds]
-
-    def in_width(self, name: str) -> int:
-        """Input width (elements per weight row) of the linear ``name``."""
-        if name.endswith("down_proj"):
-            return self.intermediate
-        if name.endswith("o_proj"):
-            return self.heads * self.head_dim
-        return self.hidden
 
 
 def matches(name: str, pattern: str) -> bool:
@@ -125,7 +70,7 @@ def select(names: list[str], keep: list[str]) -> tuple[list[str], list[str]]:
     return [n for n in names if n not in kept], kept
 
 
-def block_problem(spec: ModelSpec, names: list[str], fmt: str, block: int | None) -> str | None:
+def block_problem(spec: ModelConfig, names: list[str], fmt: str, block: int | None) -> str | None:
     """Why ``fmt`` cannot quantize ``names`` of this model, or None."""
     if block is None:
         return None
@@ -136,11 +81,11 @@ def block_problem(spec: ModelSpec, names: list[str], fmt: str, block: int | None
     return None
 
 
-def load_spec(name: str) -> ModelSpec:
-    """Read the model's config (raises models.ModelError for a missing or corrupt one)."""
+def load_spec(name: str) -> ModelConfig:
+    """The model's shapes from its config.json, with the token counts of its lowbit.json
+    (raises models.ModelError for a missing or corrupt one)."""
     d = models.resolve(name)
     cfg = models.check_dir(d)
-    cfg = cfg.get("text_config", cfg)
     meta: dict[str, Any] = {}
     if (d / META_FILE).is_file():
         try:
@@ -148,18 +93,10 @@ def load_spec(name: str) -> ModelSpec:
         except ValueError:
             meta = {}
     try:
-        hidden = int(cfg["hidden_size"])
-        heads = int(cfg["num_attention_heads"])
-        return ModelSpec(
-            name=name,
+        return ModelConfig.from_config(
+            name,
+            cfg,
             path=d,
-            layers=int(cfg["num_hidden_layers"]),
-            hidden=hidden,
-            intermediate=int(cfg["intermediate_size"]),
-            heads=heads,
-            kv_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=int(cfg.get("head_dim") or hidden // heads),
-            vocab=int(cfg["vocab_size"]),
             heldout_tokens=meta.get("heldout_tokens"),
             calibration_tokens=meta.get("calibration_tokens"),
         )

@@ -2,7 +2,7 @@
 
 Weights by tensor kind (from the real config), the KV cache for a batch at a
 context length, and a runtime allowance, per GPU under tensor parallelism,
-against the card's capacity. Accounting rules: ``labs.memory``.
+against the card's capacity. Accounting rules: ``labs.catalog.memory``.
 
 ``model`` holds the parameters and the result (no torch), ``compute`` the run,
 ``present`` the page's events and the headline tiles.
@@ -10,6 +10,7 @@ against the card's capacity. Accounting rules: ``labs.memory``.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.memory_budget.compute import run
 from labs.memory_budget.model import Params, Result
@@ -36,4 +37,5 @@ LAB = Lab(
         ("min_tensor_parallel", "GPUs"),
     ),
     headline=headline,
+    concept=concepts.memory_budget,
 )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from labs import memory
 from labs.base import Context
-from labs.gpus import get_gpu
-from labs.memory import gb, gib
+from labs.catalog import memory
+from labs.catalog.gpus import get_gpu
+from labs.catalog.memory import gb, gib
+from labs.catalog.models import TPRule, get_model, param_counts, tensor_groups
 from labs.memory_budget.model import Params, Result, TensorBytes
-from labs.models import TPRule, get_model, param_counts, tensor_groups
 
 
 def _sharding(rule: TPRule, kv_heads: bool, model_kv_heads: int, tp: int) -> str:

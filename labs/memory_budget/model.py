@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from labs import memory
 from labs.base import LabResult
-from labs.memory import (
-    CapacityBasis,
-    ContextTokens,
-    KvDtype,
-    ModelOnGpuParams,
-    TensorParallel,
-    WeightFormatKey,
-)
+from labs.catalog import memory
+from labs.catalog.formats import KvDtype, WeightFormatKey
+from labs.catalog.memory import CapacityBasis
+from labs.catalog.params import ContextTokens, ModelOnGpuParams, TensorParallel
 
 MAX_BATCH = 4096
 

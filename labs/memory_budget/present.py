@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Context
-from labs.gpus import get_gpu
-from labs.memory import gb, gib
+from labs.catalog.gpus import get_gpu
+from labs.catalog.memory import gb, gib
+from labs.catalog.models import get_model
 from labs.memory_budget.model import Params, Result
-from labs.models import get_model
 from labs.viz.tiles import Tile, readable, tile
 
 

@@ -30,6 +30,7 @@ What is counted, per component (bytes, GB = 1e9 B):
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.qlora_budget.compute import run
 from labs.qlora_budget.model import Params, Result
@@ -56,4 +57,5 @@ LAB = Lab(
         ("max_micro_batch", "sequences"),
     ),
     headline=headline,
+    concept=concepts.qlora_budget,
 )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from labs import memory
 from labs.base import Context
-from labs.gpus import GPU, get_gpu
-from labs.memory import BITS_PER_BYTE, NF4_BLOCK, gb, gib
-from labs.models import ModelConfig, get_model, linear_shapes, tensor_groups
+from labs.catalog import memory
+from labs.catalog.formats import BITS_PER_BYTE, NF4_BLOCK
+from labs.catalog.gpus import GPU, get_gpu
+from labs.catalog.memory import gb, gib
+from labs.catalog.models import ModelConfig, get_model, linear_shapes, tensor_groups
 from labs.qlora_budget.model import (
     _KIND,
     ADAM_STATES,

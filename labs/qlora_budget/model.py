@@ -6,9 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from labs import memory
 from labs.base import LabResult
-from labs.memory import CapacityBasis, ContextTokens, ModelOnGpuParams, RegistryGpu, RegistryModel
+from labs.catalog import memory
+from labs.catalog.memory import CapacityBasis
+from labs.catalog.params import ContextTokens, ModelOnGpuParams, RegistryGpu, RegistryModel
 
 NF4_BITS = 4
 

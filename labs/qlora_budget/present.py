@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from labs.base import Context
-from labs.gpus import get_gpu
-from labs.memory import gb, gib
-from labs.models import get_model
+from labs.catalog.gpus import get_gpu
+from labs.catalog.memory import gb, gib
+from labs.catalog.models import get_model
 from labs.qlora_budget.model import MEMORY_BAR_PARTS, Params, Result
 from labs.viz.tiles import Tile, readable, tile
 

@@ -78,29 +78,41 @@ def clip_search(
     w: torch.Tensor, x: torch.Tensor, key: str, options: dict[str, Any], group: int | None
 ) -> torch.Tensor:
     """The reference's ``auto_clip`` for one (already scaled) weight ``w [out, in]`` given
-    its (already divided) inputs ``x [n, in]``: the best ``max_val [out, groups]``."""
+    its (already divided) inputs ``x [n, in]``: the best ``max_val [out, groups]``.
+
+    The candidate shrinks are tried together: the clamped weights of every shrink are
+    stacked into one tensor, quantized in one call and multiplied in one ``bmm`` (row by
+    row and group by group the same numbers as one shrink at a time). A format with a
+    per-tensor scale would see the stack's maximum as its own, so it tries them in turn."""
     out, width = w.shape
     gs = group or width
+    groups = width // gs
     x = x.reshape(-1, width).float()
     x = x[:: max(1, x.shape[0] // CLIP_TOKENS)]  # the reference's strided sample
-    xg = x.reshape(x.shape[0], width // gs, gs)  # [t, g, k]
-    wg = w.float().reshape(out, width // gs, gs)  # [o, g, k]
+    xg = x.reshape(x.shape[0], groups, gs).permute(1, 2, 0)  # [g, k, t]
+    wf = w.float()
+    org_max = wf.reshape(out, groups, gs).abs().amax(-1)  # [o, g]
+    n = int(CLIP_MAX_SHRINK * CLIP_GRID)
+    shrinks = torch.tensor([1 - i / CLIP_GRID for i in range(n)], dtype=wf.dtype)
+    max_vals = org_max[None] * shrinks.to(wf.device)[:, None, None]  # [c, o, g]
+    stacked = quantize(wf[:1], key, **options).tensor_scale is None
 
-    def group_out(v: torch.Tensor) -> torch.Tensor:  # each group's share of x·vᵀ: [g, o, t]
-        return torch.bmm(v.transpose(0, 1), xg.permute(1, 2, 0))
+    def deq(c: slice) -> torch.Tensor:  # [c·o, in]: the clamped weights of shrinks c, quantized
+        m = max_vals[c].reshape(-1, groups)
+        clamped = clamp_groups(wf.repeat(m.shape[0] // out, 1), m)
+        if stacked:
+            return quantize(clamped, key, **options).dequantize()
+        return torch.cat(
+            [quantize(part, key, **options).dequantize() for part in clamped.split(out)]
+        )
 
-    org_max = wg.abs().amax(-1)  # [o, g]
-    org_out = group_out(wg)
-    best = org_max.clone()
-    min_err = torch.full_like(org_max, 1e9)
-    for i in range(int(CLIP_MAX_SHRINK * CLIP_GRID)):
-        max_val = org_max * (1 - i / CLIP_GRID)
-        q = quantize(clamp_groups(w.float(), max_val), key, **options).dequantize()
-        err = (group_out(q.reshape(out, width // gs, gs)) - org_out).pow(2).mean(-1).T
-        better = err < min_err
-        min_err[better] = err[better]
-        best[better] = max_val[better]
-    return best
+    # Each group's output error over the t tokens, mean_t((Δ x_g)²) = Δ · (x_gᵀ x_g) · Δᵀ / t:
+    # one [k, k] matrix per group instead of a [c·o, t] product per group.
+    gram = torch.bmm(xg, xg.transpose(1, 2))  # [g, k, k]
+    diff = (deq(slice(0, n)) - wf.repeat(n, 1)).reshape(n * out, groups, gs).transpose(0, 1)
+    err = (torch.bmm(diff, gram) * diff).sum(-1).reshape(groups, n, out) / xg.shape[-1]
+    best = err.argmin(1).T  # [o, g]: the first of equal errors, as the reference's strict <
+    return max_vals.gather(0, best[None]).squeeze(0)
 
 
 def awq(
@@ -132,16 +144,26 @@ def awq(
         x = x[torch.linspace(0, x.shape[0] - 1, max_rows).long()]
     x_mean = x.abs().mean(0)
 
-    def outputs(ws: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [block(x, ws)] if block is not None else [x @ w.T for w in ws]
+    originals = [w.float() for w in weights]
+    refs = [block(x, originals)] if block is not None else []
+    # Each linear's own output error, mean((x Wᵀ − x Ŵᵀ)²), is Σ (ΔW · XᵀX) ∘ ΔW / (n·out):
+    # XᵀX once, then [out, in] × [in, in] per trial instead of [n, in] × [in, out] twice.
+    gram = x.T @ x if block is None else None
 
-    refs = outputs([w.float() for w in weights])
+    def loss(deq: list[torch.Tensor]) -> float:
+        if block is not None:
+            return float((refs[0] - block(x, deq)).pow(2).mean())
+        assert gram is not None
+        total = 0.0
+        for w, d in zip(originals, deq, strict=True):
+            dw = w - d
+            total += float(((dw @ gram) * dw).sum()) / (x.shape[0] * w.shape[0])
+        return total
 
     def trial(alpha: float) -> tuple[float, torch.Tensor]:
         s = x_mean.pow(alpha).clamp(min=1e-4)
         s = s / (s.max() * s.min()).sqrt()
-        deq = [fake_quantize_scaled(w, s, key, opts)[0] for w in weights]
-        return sum(float((r - o).pow(2).mean()) for r, o in zip(refs, outputs(deq), strict=True)), s
+        return loss([fake_quantize_scaled(w, s, key, opts)[0] for w in weights]), s
 
     # Each α is independent: on the CPU the grid is spread over the run's cores.
     on_cpu = x.device.type == "cpu"

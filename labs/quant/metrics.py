@@ -29,6 +29,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, Field
+
 from labs.quant import constants as C
 
 if TYPE_CHECKING:
@@ -76,6 +78,52 @@ class ErrorReport(ErrorSplit):
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, name)
+
+
+class ErrorSummary(BaseModel):
+    """An ``ErrorSplit`` as a lab result stores it (JSON: SQNR ``None`` instead of ±inf);
+    MSE in the tensor's units squared. The one type every lab returns its error split in."""
+
+    mse: float
+    rmse: float
+    max_abs_error: float
+    mean_abs_error: float
+    sqnr_db: float | None = Field(
+        description="10·log10(Σx² / Σerror²) (labs.quant.metrics); None when the error is zero"
+    )
+    relative_rmse: float | None = Field(
+        description="RMS error over RMS value, 10^(−SQNR/20); None for an all-zero input"
+    )
+    rounding_mse: float = Field(
+        description="Share of the MSE from values inside their scale group's range"
+    )
+    clipping_mse: float = Field(
+        description="Share of the MSE from values beyond their scale group's range"
+    )
+    clipped: int = Field(description="Values beyond their scale group's representable range")
+    clipped_fraction: float
+
+    @classmethod
+    def of(cls, split: ErrorSplit, *, input_is_zero: bool = False) -> ErrorSummary:
+        """From ``error_split``/``error_report``'s split. ``input_is_zero``: the input was
+        all zeros, so the relative error is undefined (SQNR alone cannot tell that apart
+        from an exact reconstruction)."""
+        finite = math.isfinite(split.sqnr_db)
+        relative: float | None = None
+        if not input_is_zero and split.sqnr_db != -math.inf:
+            relative = 10 ** (-split.sqnr_db / 20) if finite else 0.0
+        return cls(
+            mse=split.mse,
+            rmse=split.rmse,
+            max_abs_error=split.max_abs_error,
+            mean_abs_error=split.mean_abs_error,
+            sqnr_db=split.sqnr_db if finite else None,
+            relative_rmse=relative,
+            rounding_mse=split.rounding_mse,
+            clipping_mse=split.clipping_mse,
+            clipped=split.clipped_count,
+            clipped_fraction=split.clipped_fraction,
+        )
 
 
 def sqnr_db(x: torch.Tensor, x_hat: torch.Tensor) -> float:

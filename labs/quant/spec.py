@@ -1,7 +1,7 @@
 """The table of formats: every labs.quant format's key, block and stored bits, torch-free.
 
 One row per format, in display order. The format classes derive their sizes from it
-(``block_size``, ``bits_per_value``, ``nbytes``), ``labs.memory`` prices checkpoints with
+(``block_size``, ``bits_per_value``, ``nbytes``), ``labs.catalog.memory`` prices checkpoints with
 it, the labs offer its keys, and the tables in README.md and docs/quant.md are rendered
 from it (``labs.quant.spec_table``, checked by a test row by row). A new format is one row here, one class in ``labs/quant/formats``
 and its tests (docs/quant.md, "Adding a format").

@@ -1,7 +1,7 @@
 """The formats table of README.md and docs/quant.md, rendered from ``labs.quant.spec``.
 
 ``python -c "from labs.quant.spec_table import markdown_table; print(markdown_table())"``
-prints it; tests/unit/quant/test_spec.py checks both files against it row by row.
+prints it; tests/unit/labs/quant/test_spec.py checks both files against it row by row.
 """
 
 from __future__ import annotations

@@ -39,6 +39,26 @@ def _block(ev: Evaluation, prefix: str, group: tuple[str, ...]) -> Any:
     return block
 
 
+def _shared_input_sets(
+    inputs: dict[str, torch.Tensor],
+    originals: dict[str, torch.Tensor],
+    key: str,
+    options: dict[str, Any],
+) -> list[list[str]]:
+    """The linears of a layer grouped by the input tensor they share (q/k/v, gate/up),
+    when stacking their rows changes no scale (the format has no per-tensor scale);
+    otherwise each linear alone."""
+    from labs.quant import quantize
+
+    sample = next(iter(originals.values()))
+    if quantize(sample[:1].float(), key, **options).tensor_scale is not None:
+        return [[n] for n in inputs]
+    sets: dict[int, list[str]] = {}
+    for n in inputs:
+        sets.setdefault(id(inputs[n]), []).append(n)
+    return list(sets.values())
+
+
 def _quantize(
     method: str,
     ev: Evaluation,
@@ -50,7 +70,10 @@ def _quantize(
     frac: tuple[float, float],
 ) -> tuple[int, dict[str, float]]:
     """Quantize ``names`` in place with ``method``; returns stored bytes and details."""
+    import torch
+
     from labs.lm import calibrate, fakequant
+    from labs.quant import quantize
     from labs.quant.awq import awq
     from labs.quant.gptq import gptq, hessian
     from labs.quant.parallel import map_chunks
@@ -67,20 +90,25 @@ def _quantize(
         nonlocal nbytes
         if method == "gptq":  # a layer's linears are independent: spread over the cores
             originals = {n: editor.original(n) for n in inputs}
-            results = map_chunks(
-                lambda n: gptq(
-                    originals[n],
-                    hessian(inputs[n]),
+            sets = _shared_input_sets(inputs, originals, params.format, options)
+
+            def run_set(members: list[str]) -> list[torch.Tensor]:
+                # GPTQ treats rows independently given H: linears fed the same input share
+                # one H and, stacked, one pass over the columns.
+                gr = gptq(
+                    torch.cat([originals[n] for n in members]),
+                    hessian(inputs[members[0]]),
                     params.format,
                     options,
                     damp=params.damp,
                     act_order=params.act_order,
-                ),
-                list(inputs),
-            )
-            for n, gr in zip(inputs, results, strict=True):
-                editor.set(n, gr.weight)
-                nbytes += gr.nbytes
+                )
+                return list(gr.weight.split([originals[n].shape[0] for n in members]))
+
+            for members, weights in zip(sets, map_chunks(run_set, sets), strict=True):
+                for n, w in zip(members, weights, strict=True):
+                    editor.set(n, w)
+                    nbytes += int(quantize(w, params.format, **options).nbytes)
             return
         prefix = f"model.layers.{i}."
         for group in AWQ_GROUPS:
@@ -113,11 +141,11 @@ def _quantize(
     return nbytes, detail
 
 
-def _outliers(ev: Evaluation, cal_w: torch.Tensor) -> dict[str, Any]:
+def _outliers(sums: dict[Any, Any], tokens: int) -> dict[str, Any]:
     """The most unequal input channel over every layer and AWQ input point."""
-    from labs.lm.calibrate import activation_outliers
+    from labs.lm.calibrate import summarize_outliers
 
-    stats = activation_outliers(ev.model, cal_w, ev.batch_size, ev.device)
+    stats = summarize_outliers(sums, tokens)
     worst = max(stats, key=lambda o: o.max_over_median)
     return {**worst.as_dict(), "top_share_max": max(o.top_share for o in stats)}
 
@@ -125,7 +153,7 @@ def _outliers(ev: Evaluation, cal_w: torch.Tensor) -> dict[str, Any]:
 def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
     import time
 
-    from labs.lm import fakequant, models, session
+    from labs.lm import calibrate, fakequant, models, session
     from labs.lm.evaluate import compare, evaluate, windows
 
     t0 = time.perf_counter()
@@ -137,10 +165,12 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
             "tokens of the calibration text"
         )
     cal_w = windows(cal_ids[: params.calibration_tokens], params.context)
-    cal_base, cal_ref = evaluate(
-        ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
-    )
-    outliers = _outliers(ev, cal_w) if "awq" in params.methods else None
+    # The calibration text's reference pass also collects AWQ's activation statistic.
+    with calibrate.outlier_sums(ev.model) as sums:
+        cal_base, cal_ref = evaluate(
+            ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
+        )
+    outliers = _outliers(sums, cal_w.numel()) if "awq" in params.methods else None
     names = ev.spec.linear_names(params.tensors)
     numel = sum(ev.model.get_submodule(n).weight.numel() for n in names)
     fmt_label = spec.label(params.format, params.granularity)

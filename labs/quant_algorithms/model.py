@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import LabResult
-from labs.lm import spec
+from labs.catalog.formats import QuantFormatKey
 from labs.lm.session import WeightParams, field_error
 
 Method = Literal["rtn", "gptq", "awq"]
@@ -31,7 +31,7 @@ AWQ_GROUPS = (
 
 
 class QuantAlgorithmsParams(WeightParams):
-    format: spec.FormatKey = Field(default="int4", description="The format every method produces")
+    format: QuantFormatKey = Field(default="int4", description="The format every method produces")
     eval_tokens: int = Field(
         default=1024,
         ge=16,

@@ -66,7 +66,7 @@ KEEP_ENV = (
     "NVIDIA_DRIVER_CAPABILITIES",
     "LD_LIBRARY_PATH",
     "PYTORCH_CUDA_ALLOC_CONF",
-    "LOWBIT_MODELS_DIR",  # extra Hugging Face checkpoints the model labs offer
+    "LOWBIT_MODELS_DIR",  # labs.lm.models.MODELS_ENV: app settings.models_dir, passed down
 )
 
 # <linux/sched.h>, <linux/prctl.h> (the mount flags are in mounts.py)

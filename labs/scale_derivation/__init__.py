@@ -14,6 +14,7 @@ vs clipping split).
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.scale_derivation.compute import Derivation, cast_demo, derive, run
 from labs.scale_derivation.model import PER_TENSOR_FORMATS, FormatChoice, Params, Result
@@ -44,9 +45,10 @@ LAB = Lab(
     memory_limit_mb=1024,
     numeric_outputs=(
         ("amax", "value units"),
-        ("scale", "value units per element step"),
+        ("scale", "value units per step"),
         ("clipped", "values"),
         ("max_abs_error", "value units"),
     ),
     headline=headline,
+    concept=concepts.scale_derivation,
 )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from labs.base import Context
-from labs.error_split import ErrorSplit
+from labs.quant.metrics import ErrorSummary
 from labs.scale_derivation.model import (
     CAST_PROBE_MULTIPLES,
     FP8_DTYPES,
@@ -323,7 +323,7 @@ def derive(params: Params, progress: Callable[[float, str], None] = _no_progress
     y = x / torch.where(scale_e == 0, torch.ones_like(scale_e), scale_e)
     error = deq - x
     clipped = clipped_beyond(x, sc.lo, sc.hi)
-    split = ErrorSplit.from_metrics(error_split(x, deq, clipped))
+    split = ErrorSummary.of(error_split(x, deq, clipped))
     shown = min(n, SHOWN_ELEMENTS)
     steps = [
         ElementStep(

@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, FiniteFloat, model_validator
 
 from labs.base import LabParams, LabResult
-from labs.error_split import ErrorSplit
+from labs.quant.metrics import ErrorSummary
 from labs.quant.spec import FormatKey
 
 FormatChoice = Literal[
@@ -181,7 +181,7 @@ class Result(LabResult):
     matches_labs_quant: bool | None = Field(
         description="The step-by-step result equals labs.quant's; None with an overridden scale"
     )
-    error: ErrorSplit
+    error: ErrorSummary
     max_abs_error: float
     clipped: int
     zero_case: ZeroCase

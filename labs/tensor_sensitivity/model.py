@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from labs.base import LabResult
+from labs.catalog.formats import QUANT_BLOCK_SIZES, QuantFormatKey
 from labs.lm import spec
 from labs.lm.session import WeightParams, field_error
 
@@ -17,7 +18,7 @@ MAX_UNIFORM = 6
 
 
 class TensorSensitivityParams(WeightParams):
-    format: spec.FormatKey = Field(default="int4", description="The format each unit is tested in")
+    format: QuantFormatKey = Field(default="int4", description="The format each unit is tested in")
     granularity: spec.Granularity = Field(
         default="channel",
         description="For int8/int4/fp8: tensor, channel or a block size; default: the format's own",
@@ -34,7 +35,7 @@ class TensorSensitivityParams(WeightParams):
         description="What is quantized at a time: one tensor, one kind (q_proj … down_proj) "
         "in every layer, or one whole layer",
     )
-    high_format: spec.FormatKey = Field(
+    high_format: QuantFormatKey = Field(
         default="q8_0",
         title="Format of the most sensitive",
         description="Format of the top_k most sensitive units in the mixed recipe",
@@ -42,7 +43,7 @@ class TensorSensitivityParams(WeightParams):
     top_k: int = Field(
         default=2, ge=0, le=64, title="Units given more bits", description="Units in high_format"
     )
-    uniform: list[spec.FormatKey] = Field(
+    uniform: list[QuantFormatKey] = Field(
         default_factory=list,
         max_length=MAX_UNIFORM,
         title="More uniform formats",
@@ -57,7 +58,7 @@ class TensorSensitivityParams(WeightParams):
         for where, f in [("high_format", self.high_format)] + [
             ("uniform", u) for u in self.uniform
         ]:
-            problem = spec.block_problem(s, names, f, spec.BLOCK_SIZES[f])
+            problem = spec.block_problem(s, names, f, QUANT_BLOCK_SIZES[f])
             if problem:
                 raise field_error(self, where, problem)
         return self

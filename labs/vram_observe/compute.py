@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from labs import memory
 from labs.base import Context
+from labs.catalog import memory
 from labs.hardware.host_memory import reset_peak_rss, rss_bytes, trim_heap
 from labs.vram_observe.model import (
     CPU_WARMUP_SIZE,

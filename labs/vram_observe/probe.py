@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from labs import memory
+from labs.catalog import formats
 from labs.hardware import nvidia_smi, nvml
 from labs.hardware.host_memory import peak_rss_bytes, reset_peak_rss, rss_bytes, trim_heap
 from labs.vram_observe.model import (
@@ -44,7 +44,7 @@ def weight_shapes(params: Params) -> list[tuple[int, int]]:
 
 def weights_estimate(params: Params, dtype: str) -> int:
     """memory-budget's accounting for these matrices in ``dtype``, bytes."""
-    fmt = memory.WEIGHT_FORMATS[dtype]
+    fmt = formats.WEIGHT_FORMATS[dtype]
     return sum(fmt.matrix_bytes(r, c) for r, c in weight_shapes(params))
 
 

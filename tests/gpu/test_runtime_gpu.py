@@ -58,7 +58,7 @@ def test_labs_in_process_on_cuda() -> None:
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.unit.runtime._warm_parent import WarmParent
+    from tests.unit.labs.runtime._warm_parent import WarmParent
 
     data_dir = tmp_path_factory.mktemp("gpu") / "data"
     data_dir.mkdir()

@@ -25,13 +25,24 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app.errors import DATABASE_DOWN_MESSAGE, DISK_FULL_MESSAGE
-from tests.integration.conftest import Stack, open_stack, start, wait_final, wait_for
+from tests.integration.conftest import (
+    STACK_SETTINGS,
+    Stack,
+    open_stack,
+    start,
+    wait_final,
+    wait_for,
+)
 from tests.integration.services import PrivatePostgres, PrivateRedis
 from tests.integration.test_observability import scrape, value
 
 # A tmpfs this small fills in a moment, yet holds the migrated database and queue.
 DISK_BYTES = 32 * 2**20
 FILL_CHUNK = 2**20
+# The workers' patience for database writes (LOWBIT_DB_RETRY_SECONDS, 20 s by default):
+# shorter here so the long outage below need only outlast it (it slept 30 s), yet long
+# enough for the restart test's outage (a stop, 1 s, a start) to be ridden out.
+DB_RETRY_S = 8.0
 
 
 def server_failures(stack: Stack) -> list[dict[str, Any]]:
@@ -52,7 +63,11 @@ def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, A
     try:
         pg.start()
         rd.start()
-        env = {"LOWBIT_DATABASE_URL": pg.url, "LOWBIT_QUEUE_URL": rd.url}
+        env = {
+            "LOWBIT_DATABASE_URL": pg.url,
+            "LOWBIT_QUEUE_URL": rd.url,
+            "LOWBIT_DB_RETRY_SECONDS": str(DB_RETRY_S),
+        }
         with open_stack("private", tmp_path_factory.mktemp("faults"), env) as s:
             yield s, pg, rd
     finally:
@@ -122,7 +137,12 @@ def test_postgres_restarting_mid_run_loses_no_run(
 # grace: before, the run's result went unrecorded and its heartbeat kept it
 # "running" for as long as the worker lived. LOWBIT_TEST_OUTAGE_S lengthens it
 # (docs/reliability.md records a 60 s outage).
-LONG_OUTAGE_S = float(os.environ.get("LOWBIT_TEST_OUTAGE_S", "30"))
+LONG_OUTAGE_S = float(
+    os.environ.get(
+        "LOWBIT_TEST_OUTAGE_S",
+        DB_RETRY_S + float(STACK_SETTINGS["LOWBIT_REAPER_GRACE_SECONDS"]) + 4,
+    )
+)
 
 
 @pytest.mark.postgres

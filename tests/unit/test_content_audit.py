@@ -13,8 +13,9 @@ import pytest
 
 from app.content import Catalogue, load_catalogue
 from app.settings import ROOT
-from labs import claims, facts
-from labs.gpus import get_gpu
+from labs.catalog import facts
+from labs.catalog.facts import claims
+from labs.catalog.gpus import get_gpu
 from labs.registry import lab_ids
 
 HBM_STACK_BITS = 1024

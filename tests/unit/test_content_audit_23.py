@@ -13,7 +13,7 @@ import pytest
 
 from app.content import Catalogue, load_catalogue
 from app.settings import ROOT
-from labs import facts
+from labs.catalog import facts
 from labs.registry import lab_ids
 
 LLAMA_8B = "llama-3.1-8b"

@@ -153,55 +153,20 @@ def runtime_imports(path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def import_cycles(package: str) -> list[list[str]]:
-    """The import cycles among the modules of ``package``: each strongly connected set
-    of two or more modules (Tarjan's algorithm), sorted."""
+def runtime_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports when it runs (``runtime_imports``)."""
     paths = modules(package)
     known = {module_name(p) for p in paths}
-    graph = {module_name(p): sorted(runtime_imports(p, known)) for p in paths}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                cycles.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return sorted(cycles)
+    return {module_name(p): runtime_imports(p, known) for p in paths}
 
 
-# Cycles in modules another change owns, each named with that change. Issue 21 counted
-# 5 two-file lab⇄presenter cycles and claims⇄facts; the presenters are gone.
-KNOWN_CYCLES: list[list[str]] = [
-    # branch `catalog` moves facts and claims into labs/catalog/facts.py (with claims)
-    ["labs.claims", "labs.facts", "labs.facts_kernels"],
-]
+# Issue 21 counted 8 cycles inside labs/ (5 lab⇄presenter pairs, claims⇄facts,
+# lm.evaluate⇄lm.reference, the quant core⇄formats⇄tensor ring); none is left.
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def test_no_import_cycle_inside_labs() -> None:
-    assert [c for c in import_cycles("labs") if c not in KNOWN_CYCLES] == []
+    assert [c for c in import_cycles(runtime_graph("labs")) if c not in KNOWN_CYCLES] == []
 
 
 def test_the_cycle_counter_finds_a_lazy_cycle_and_skips_type_checking(
@@ -219,7 +184,7 @@ def test_the_cycle_counter_finds_a_lazy_cycle_and_skips_type_checking(
         encoding="utf-8",
     )
     (pkg / "c2.py").write_text("import labs.c\n", encoding="utf-8")
-    assert import_cycles("labs") == [["labs.a", "labs.b"]]
+    assert import_cycles(runtime_graph("labs")) == [["labs.a", "labs.b"]]
 
 
 def lab_files(lab: str) -> list[Path]:
@@ -268,11 +233,18 @@ def test_the_lab_import_check_sees_a_module_lab_importing_a_package_lab(
 
 
 def test_the_library_packages_import_no_lab() -> None:
-    # labs.catalog joins this list when its branch lands.
     from labs.registry import LAB_MODULES
 
     labs_ = tuple(LAB_MODULES)
-    libraries = ("labs.quant", "labs.lm", "labs.viz", "labs.runtime", "labs.hardware", "labs.judge")
+    libraries = (
+        "labs.quant",
+        "labs.lm",
+        "labs.viz",
+        "labs.catalog",
+        "labs.runtime",
+        "labs.hardware",
+        "labs.judge",
+    )
     for package in libraries:
         assert offences(package, labs_) == [], package
 
@@ -309,10 +281,112 @@ def test_the_table_of_formats_loads_alone() -> None:
     assert out.stdout.split() == ["labs", "labs.quant", "labs.quant.constants", "labs.quant.spec"]
 
 
+def test_tests_mirror_the_packages_and_gpu_tests_live_in_one_place() -> None:
+    """tests/unit mirrors app/ and labs/ (labs.quant's tests under tests/unit/labs/quant),
+    and every ``pytest.mark.gpu`` test is under tests/gpu, which ``make test-gpu`` runs."""
+    tests = ROOT / "tests"
+    assert sorted(
+        p.name for p in (tests / "unit").iterdir() if p.is_dir() and p.name != "__pycache__"
+    ) == [
+        "app",
+        "judge",
+        "labs",
+    ]
+    marked = {
+        str(p.relative_to(ROOT))
+        for p in tests.rglob("test_*.py")
+        if p != Path(__file__).resolve() and "mark.gpu" in p.read_text(encoding="utf-8")
+    }
+    assert marked and all(p.startswith("tests/gpu/") for p in marked), marked
+    assert "pytest -m gpu" in (ROOT / "benchmarks" / "gpu.sh").read_text(encoding="utf-8")
+
+
 def test_the_figures_library_imports_no_lab_and_nothing_of_the_web_app() -> None:
     """``labs.viz`` (theme, charts, tiles, card figures, inline charts) is library code
     the labs and the web app both use: it imports no lab module (a card figure took the
     KV block size from the kv-capacity lab) and nothing from ``app``."""
     from labs.registry import LAB_MODULES
 
-    assert offences("labs.viz", ("app", "labs.presenters", "labs.registry", *LAB_MODULES)) == []
+    assert offences("labs.viz", ("app", "labs.registry", *LAB_MODULES)) == []
+
+
+# What labs.catalog may import: itself, the quantization library, the Lab base types
+# (the budget labs' shared params subclass LabParams) and the registry, through which the
+# ``lab_result`` fact runs a lab by its id (resolved when called, never a lab module named
+# in the source). Any other ``labs.<name>`` is a lab or a lab's helper.
+CATALOG_MAY_IMPORT = ("labs.catalog", "labs.quant", "labs.base", "labs.registry")
+
+
+def test_the_catalog_imports_no_lab() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in modules("labs.catalog")
+        for line, name in imported(path)
+        if name.startswith("labs.")
+        and not any(name == a or name.startswith(a + ".") for a in CATALOG_MAY_IMPORT)
+    ]
+    assert found == []
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Module → the modules of ``package`` it imports. ``from pkg import mod`` is an edge
+    to ``pkg.mod`` alone: a package's ``__init__`` runs before any of its modules anyway,
+    so that edge is no dependency on what the ``__init__`` defines."""
+    paths = modules(package)
+    names = {module_name(p) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        me = module_name(path)
+        by_line: dict[int, set[str]] = {}
+        for line, name in imported(path):
+            by_line.setdefault(line, set()).add(name)
+        edges = set()
+        for targets in by_line.values():
+            found = {n if n in names else n.rpartition(".")[0] for n in targets}
+            found &= names
+            # "from pkg import mod": the module, not the package, is what this line uses.
+            edges |= {n for n in found if not any(t.startswith(n + ".") for t in found)}
+        graph[me] = edges - {me}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle of ``graph``, each once, as the modules along it (Tarjan's strongly
+    connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            component.append(v)
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_two_module_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": set()}
+    assert import_cycles(graph) == [["a", "b"]]
+
+
+def test_no_import_cycles_inside_the_catalog() -> None:
+    graph = import_graph("labs.catalog")
+    assert "labs.catalog.facts.claims" in graph  # the walk saw the facts package
+    assert import_cycles(graph) == []

@@ -1,13 +1,13 @@
-"""Cases for kv-bytes-per-token: graded against labs.facts (lowbit's memory calculator):
+"""Cases for kv-bytes-per-token: graded against labs.catalog.facts (lowbit's memory calculator):
 kv_bytes_per_token for the registry's GQA models, mla_kv_bytes_per_token for MLA."""
 
 from __future__ import annotations
 
-from labs import memory
-from labs.facts import MLA_CACHE_SHAPES, kv_bytes_per_token, mla_kv_bytes_per_token
+from labs.catalog import formats
+from labs.catalog.facts import MLA_CACHE_SHAPES, kv_bytes_per_token, mla_kv_bytes_per_token
+from labs.catalog.models import MODELS
 from labs.judge.compare import number_check
 from labs.judge.kit import Case
-from labs.models import MODELS
 
 # DeepSeek-V2/V3 config.json fields besides MLA_CACHE_SHAPES' (layers, latent, rope).
 MLA_EXTRA = {
@@ -73,7 +73,7 @@ MISTAKES = {
 
 
 def _case(name: str, config: dict, dtype: str, reference, example: bool = False) -> Case:
-    bpv = memory.KV_DTYPE_BYTES[dtype]
+    bpv = formats.KV_DTYPE_BYTES[dtype]
     mistakes = {
         cause: (lambda kw=kw: _mistaken(config, bpv, **kw)) for cause, kw in MISTAKES.items()
     }

@@ -1,10 +1,10 @@
-"""Cases for roofline-time: graded against labs.facts_kernels (roofline_seconds of the
+"""Cases for roofline-time: graded against labs.catalog.facts.kernels (roofline_seconds of the
 GPU registry's datasheet figures, gemm_traffic with one tile covering C: each matrix once)."""
 
 from __future__ import annotations
 
-from labs.facts_kernels import gemm_traffic, roofline_seconds
-from labs.gpus import GPUS
+from labs.catalog.facts.kernels import gemm_traffic, roofline_seconds
+from labs.catalog.gpus import GPUS
 from labs.judge.compare import number_check
 from labs.judge.kit import Case
 

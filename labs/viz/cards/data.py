@@ -6,7 +6,7 @@ library). Nothing here imports matplotlib or torch, so the web process can build
 table and check that a committed SVG is current (``fingerprint``) while it loads content.
 
 Sources: ``labs.quant.minifloat`` (the E2M1 element type), ``labs.quant.spec`` (block
-layouts), ``labs.gpus`` (peak FLOP/s and bandwidth), ``labs.models`` and ``labs.memory``
+layouts), ``labs.catalog.gpus`` (peak FLOP/s and bandwidth), ``labs.catalog.models`` and ``labs.catalog.memory``
 (KV bytes per token, and the 16-token block: vLLM's default).
 """
 
@@ -16,9 +16,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from labs import memory
-from labs.gpus import get_gpu
-from labs.models import get_model
+from labs.catalog import formats, memory
+from labs.catalog.gpus import get_gpu
+from labs.catalog.models import get_model
 from labs.quant import constants as C
 from labs.quant.minifloat import E2M1
 from labs.quant.spec import FP16_BITS, SPECS, FormatKey, FormatSpec
@@ -215,7 +215,7 @@ def kv_page() -> FigureData:
     """One paged-attention block of ``KV_PAGE_MODEL``: its per-layer slot layout (K and V
     for every KV head of every token) and its bytes per layer and over all layers."""
     model = get_model(KV_PAGE_MODEL)
-    elem = memory.KV_DTYPE_BYTES[KV_PAGE_DTYPE]
+    elem = formats.KV_DTYPE_BYTES[KV_PAGE_DTYPE]
     tokens = kv_block_tokens()
     per_token = memory.kv_bytes_per_token(model, KV_PAGE_DTYPE)
     per_head_vector = model.head_dim * elem  # one K (or V) vector of one head

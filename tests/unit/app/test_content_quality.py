@@ -90,7 +90,7 @@ def _facts() -> list[tuple[str, Fact]]:
     ("where", "fact"), _facts(), ids=lambda v: v if isinstance(v, str) else v.fn
 )
 def test_stated_numbers_match_the_code(where: str, fact: Fact) -> None:
-    from labs.facts import evaluate
+    from labs.catalog.facts import evaluate
 
     got = evaluate(fact.fn, fact.args) * fact.scale
     assert got == pytest.approx(fact.value, rel=fact.rel, abs=fact.abs), (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from labs.facts import kv_bytes_per_token, mla_kv_bytes_per_token
-from labs.facts_hardware import bandwidth, peak_flops
-from labs.facts_kernels import roofline_seconds
+from labs.catalog.facts import kv_bytes_per_token, mla_kv_bytes_per_token
+from labs.catalog.facts.hardware import bandwidth, peak_flops
+from labs.catalog.facts.kernels import roofline_seconds
 from labs.quant import quantize
 from labs.quant.constants import NF4_TABLE
 

@@ -26,7 +26,7 @@ def test_unknown_keys_and_models_are_rejected(module):
 
 def test_importing_the_labs_imports_no_numeric_stack():
     code = (
-        "import sys, labs.memory_budget, labs.qlora_budget, labs.kv_capacity, labs.fp8_savings, labs.facts; "
+        "import sys, labs.memory_budget, labs.qlora_budget, labs.kv_capacity, labs.fp8_savings, labs.catalog.facts; "
         "bad = {'torch', 'numpy', 'matplotlib'} & set(sys.modules); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -162,8 +162,8 @@ def test_qlora_double_quant_optimizer_and_upcast_change_the_bytes():
 
 
 def test_qlora_nf4_without_double_quant_matches_the_memory_rules():
-    from labs import memory
-    from labs.models import get_model, linear_shapes
+    from labs.catalog import memory
+    from labs.catalog.models import get_model, linear_shapes
 
     m = get_model("llama-3.1-8b")
     r, _ = run_lab(qlora_budget, {"double_quant": False})
@@ -256,8 +256,8 @@ def test_a_configuration_that_does_not_fit_reports_no_step_time():
 
 
 def test_fp8_savings_step_bytes_leave_out_the_embedding_table():
-    from labs import memory
-    from labs.models import get_model
+    from labs.catalog import memory
+    from labs.catalog.models import get_model
 
     r, _ = run_lab(fp8_savings)
     m70 = get_model("llama-3.1-70b")

@@ -1,12 +1,12 @@
-"""labs.claims: yes/no and threshold facts that prose used to state unchecked (issue 15)."""
+"""labs.catalog.facts.claims: yes/no and threshold facts that prose used to state unchecked (issue 15)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from labs import facts
-from labs.gpus import BYTES_PER_MIB, get_gpu
+from labs.catalog import facts
+from labs.catalog.gpus import BYTES_PER_MIB, get_gpu
 
 SHARD_3 = {
     "model.norm.weight": {"dtype": "BF16", "shape": [256]},

@@ -1,4 +1,4 @@
-"""labs.facts_kernels: the facts behind the CUDA-core cards and the kernel-writing lessons
+"""labs.catalog.facts.kernels: the facts behind the CUDA-core cards and the kernel-writing lessons
 (issue 23): per-SM limits and SM counts, rooflines (fp32 on the CUDA cores too), GEMM tile
 traffic and waves, PCIe transfers, MIG slices, model shapes, MMA accumulator registers."""
 
@@ -8,8 +8,10 @@ import math
 
 import pytest
 
-from labs import claims, facts, facts_kernels
-from labs.gpus import GPUS, SM_COUNT
+from labs.catalog import facts
+from labs.catalog.facts import claims
+from labs.catalog.facts import kernels as facts_kernels
+from labs.catalog.gpus import GPUS, SM_COUNT
 
 KIB = 1024
 

@@ -1,4 +1,4 @@
-"""labs.facts: the functions content facts call, checked against known values."""
+"""labs.catalog.facts: the functions content facts call, checked against known values."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from labs import facts, memory
-from labs.models import get_model
+from labs.catalog import facts, formats, memory
+from labs.catalog.models import get_model
 
 CONTENT_FORMAT = Path(__file__).resolve().parents[3] / "docs" / "content-format.md"
 
@@ -115,5 +115,5 @@ def test_bits_per_value_and_block_size_delegate_to_labs_quant(fmt, bits, block):
     assert facts.evaluate("bits_per_value", {"format": fmt}) == bits
     assert facts.evaluate("block_size", {"format": fmt}) == block
     # The memory accounting stores these formats with the same bits per value.
-    assert memory.WEIGHT_FORMATS[fmt].bits_per_value == bits
-    assert memory.WEIGHT_FORMATS[fmt].block_size == block
+    assert formats.WEIGHT_FORMATS[fmt].bits_per_value == bits
+    assert formats.WEIGHT_FORMATS[fmt].block_size == block

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from labs import facts
-from labs.models import get_model
+from labs.catalog import facts
+from labs.catalog.models import get_model
 
 GB = 1e9
 LLAMA_8B = "llama-3.1-8b"

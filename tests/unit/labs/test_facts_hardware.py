@@ -1,4 +1,4 @@
-"""labs.facts_hardware: MI300X and Apple rows, FNUZ FP8 through torch, MLX's formats."""
+"""labs.catalog.facts.hardware: MI300X and Apple rows, FNUZ FP8 through torch, MLX's formats."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from labs import facts
-from labs.facts_hardware import ACCELERATORS
-from labs.models import get_model, tensor_groups
+from labs.catalog import facts
+from labs.catalog.facts.hardware import ACCELERATORS
+from labs.catalog.models import get_model, tensor_groups
 
 
 def ev(fn: str, **args: object) -> float:
@@ -32,7 +32,7 @@ def test_accelerator_spec_reads_both_registries():
     assert ev("accelerator_spec", device="mi300x", what="memory_bytes") == 192e9
     assert ev("accelerator_spec", device="mi300x", what="wavefront") == 64
     assert ev("accelerator_spec", device="m3-ultra", what="bandwidth") == 819e9
-    # A registry GPU goes through labs.gpus: the H100's ridge point.
+    # A registry GPU goes through labs.catalog.gpus: the H100's ridge point.
     assert ev("accelerator_spec", device="h100", what="ridge") == pytest.approx(989.5e12 / 3.35e12)
     with pytest.raises(KeyError, match="no published dense bf16"):
         ev("accelerator_spec", device="m4-max", what="peak_flops")
@@ -54,7 +54,7 @@ def test_same_byte_read_as_fnuz_is_half_the_value(value):
 
 
 def test_negative_zero_becomes_nan_in_fnuz():
-    from labs.facts_hardware import fp8_reinterpret
+    from labs.catalog.facts.hardware import fp8_reinterpret
 
     assert math.isnan(fp8_reinterpret(-0.0))
     # The byte 0x80 really is the one FNUZ NaN.
@@ -88,7 +88,7 @@ def test_mlx_weight_bytes_and_decode_bound():
 
 
 def test_fnuz_maximum_is_nan_when_read_as_ocp():
-    from labs.facts_hardware import fp8_reinterpret
+    from labs.catalog.facts.hardware import fp8_reinterpret
 
     # 240 in FNUZ is the byte 0x7F, which OCP e4m3fn reserves for NaN: the reverse of
     # vLLM's normalisation is not safe.
@@ -97,10 +97,10 @@ def test_fnuz_maximum_is_nan_when_read_as_ocp():
 
 
 def test_decode_bound_is_bandwidth_over_bytes_read():
-    from labs import memory
+    from labs.catalog import roofline
 
     spec = get_model("llama-3.1-70b")
-    read = memory.weight_bytes_read_per_step(spec, "bf16", 1, 1)
+    read = roofline.weight_bytes_read_per_step(spec, "bf16", 1, 1)
     assert ev(
         "decode_tokens_per_s_bound", model="llama-3.1-70b", weight_format="bf16", device="mi300x"
     ) == pytest.approx(5.3e12 / read)
@@ -112,7 +112,7 @@ def test_decode_bound_is_bandwidth_over_bytes_read():
         device="h100",
         tensor_parallel=2,
     )
-    assert two == pytest.approx(3.35e12 / memory.weight_bytes_read_per_step(spec, "bf16", 2, 1))
+    assert two == pytest.approx(3.35e12 / roofline.weight_bytes_read_per_step(spec, "bf16", 2, 1))
     with pytest.raises(ValueError, match="tensor_parallel 3"):
         ev(
             "decode_tokens_per_s_bound",

@@ -1,4 +1,4 @@
-"""labs.facts_lowbit: the numbers behind the i-quant, ternary, codebook, W4A8 and FP4
+"""labs.catalog.facts.lowbit: the numbers behind the i-quant, ternary, codebook, W4A8 and FP4
 training cards, each checked against a source that does not share its code: gguf-py's
 block sizes, hand-written byte sums, AQLM's published checkpoint sizes, the E2M1 grid."""
 
@@ -9,8 +9,9 @@ import dataclasses
 import pytest
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from labs import facts, facts_lowbit
-from labs.models import get_model
+from labs.catalog import facts
+from labs.catalog.facts import lowbit as facts_lowbit
+from labs.catalog.models import get_model
 from labs.quant.spec import SPECS
 
 GB = 1e9

@@ -1,8 +1,8 @@
-"""labs.facts_serving, facts_moe and facts_decoding: KV layouts, transfers, ring attention,
+"""labs.catalog.facts.serving, facts_moe and facts_decoding: KV layouts, transfers, ring attention,
 MoE traffic, RoPE, sampling.
 
 Where a library computes the same number (transformers' RoPE initialisers and logits
-warpers, the qlora-budget lab, the decode roofline of labs.memory) the fact is checked
+warpers, the qlora-budget lab, the decode roofline of labs.catalog.memory) the fact is checked
 against it, not against a copy of its own formula.
 """
 
@@ -13,9 +13,9 @@ import math
 import pytest
 import torch
 
-from labs import facts, memory
-from labs.gpus import get_gpu
-from labs.models import get_model
+from labs.catalog import facts, roofline
+from labs.catalog.gpus import get_gpu
+from labs.catalog.models import get_model
 
 
 def ev(fn: str, **args: object) -> float:
@@ -126,10 +126,10 @@ def test_transfer_time_is_bytes_over_link_rate():
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "qwen2.5-7b"])
 def test_prefill_flops_is_the_decode_rooflines_flops_summed_over_positions(model):
-    # labs.memory.decode_step counts one token's FLOPs against a context of t tokens.
+    # labs.catalog.roofline.decode_step counts one token's FLOPs against a context of t tokens.
     spec, gpu = get_model(model), get_gpu("h100")
     steps = sum(
-        memory.decode_step(
+        roofline.decode_step(
             spec, gpu, weight_format="bf16", kv_dtype="bf16", tp=1, batch=1, context_tokens=t
         ).flops
         for t in range(1, 65)
@@ -172,7 +172,7 @@ def test_expected_active_experts_matches_the_decode_roofline():
     for batch in (1, 4, 64):
         assert ev(
             "moe_expected_active_experts", model="mixtral-8x7b", tokens=batch
-        ) == pytest.approx(memory.expected_active_experts(spec, batch))
+        ) == pytest.approx(roofline.expected_active_experts(spec, batch))
     assert ev("moe_expected_active_experts", model="deepseek-v3", tokens=1) == pytest.approx(8)
 
 

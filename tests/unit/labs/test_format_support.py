@@ -9,9 +9,10 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from labs import format_rules as fr
 from labs import format_support as fs
-from labs.gpus import GPUS
+from labs.catalog import formats
+from labs.catalog import kernel_paths as fr
+from labs.catalog.gpus import GPUS
 from labs.hardware import nvidia_smi as smi
 from tests.unit.labs.helpers import run_lab
 
@@ -73,7 +74,9 @@ def test_the_lab_reports_the_decision(fmt, gpu, path, tmp_path):
     result, _ = run_lab(fs, {"format": fmt, "gpu": gpu}, tmpdir=tmp_path)
     assert result.path == path and result.native == (path == "native")
     assert next(r for r in result.per_gpu if r.gpu == gpu).path == path
-    assert result.verdict.startswith(fs.FORMATS[fmt].title) and path in result.verdict
+    assert (
+        result.verdict.startswith(formats.CHECKPOINT_FORMATS[fmt].title) and path in result.verdict
+    )
 
 
 def test_bf16_on_v100_is_upcast_to_fp16_or_fp32(tmp_path):
@@ -83,7 +86,7 @@ def test_bf16_on_v100_is_upcast_to_fp16_or_fp32(tmp_path):
 
 
 def test_native_agrees_with_the_gpu_registry_tensor_types():
-    for spec in fs.FORMATS.values():
+    for spec in formats.CHECKPOINT_FORMATS.values():
         if spec.native_type is None:
             continue
         for g in GPUS.values():
@@ -92,7 +95,11 @@ def test_native_agrees_with_the_gpu_registry_tensor_types():
 
 
 def test_every_format_answers_for_every_capability_and_cites_sources():
-    assert set(get_args(fs.FormatKey)) == set(fs.FORMATS) == set(fs.RULES)
+    assert (
+        set(get_args(formats.CheckpointFormatKey))
+        == set(formats.CHECKPOINT_FORMATS)
+        == set(fs.RULES)
+    )
     for key, rules in fs.RULES.items():
         assert rules[-1].min_sm == 0, key
         assert [r.min_sm for r in rules] == sorted((r.min_sm for r in rules), reverse=True)
@@ -140,8 +147,8 @@ def test_memory_is_storage_bits_and_upcast_loses_the_saving(tmp_path):
 
 
 def test_decode_bounds_name_their_basis(tmp_path):
-    from labs import memory
-    from labs.models import get_model
+    from labs.catalog import roofline
+    from labs.catalog.models import get_model
 
     fields = fs.Result.model_fields
     assert "projection matrix" in (fields["decode_speedup_bound"].description or "")
@@ -150,9 +157,9 @@ def test_decode_bounds_name_their_basis(tmp_path):
         fs, {"format": "nvfp4", "gpu": "b200", "model": "llama-3.1-70b"}, tmpdir=tmp_path
     )
     model = get_model("llama-3.1-70b")
-    whole = memory.weight_bytes_read_per_step(
+    whole = roofline.weight_bytes_read_per_step(
         model, "bf16", 1, 1
-    ) / memory.weight_bytes_read_per_step(model, "nvfp4", 1, 1)
+    ) / roofline.weight_bytes_read_per_step(model, "nvfp4", 1, 1)
     assert result.decode_speedup_bound_whole_model == pytest.approx(whole)
     # The bf16 embeddings and lm_head make the whole model's bound the smaller one.
     assert 1 < result.decode_speedup_bound_whole_model < result.decode_speedup_bound
@@ -161,7 +168,7 @@ def test_decode_bounds_name_their_basis(tmp_path):
     # Each GPU's tokens/s bound is on the same basis: the bytes a step reads, so the
     # bound's NVFP4/bf16 ratio on one GPU is the whole-model ratio.
     b200 = next(r for r in result.per_gpu if r.gpu == "b200")
-    read = memory.weight_bytes_read_per_step(model, "nvfp4", 1, 1)
+    read = roofline.weight_bytes_read_per_step(model, "nvfp4", 1, 1)
     assert b200.decode_tokens_per_s_bound == pytest.approx(
         GPUS["b200"].bandwidth_bytes_per_s / read
     )
@@ -249,15 +256,3 @@ def test_bad_params_are_rejected():
         fs.Params.model_validate({"gpu": "h800"})
     with pytest.raises(ValidationError):
         fs.Params.model_validate({"fromat": "fp8"})
-
-
-@pytest.mark.gpu
-def test_auto_reads_this_workers_gpu(tmp_path):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    major, minor = torch.cuda.get_device_capability()
-    result, _ = run_lab(fs, {"gpu": "auto", "format": "fp8"}, tmpdir=tmp_path)
-    assert result.detected and "," in result.detected  # the raw nvidia-smi line
-    assert result.compute_capability == f"{major}.{minor}"
-    assert result.native == (major * 10 + minor >= fr.SM_ADA)

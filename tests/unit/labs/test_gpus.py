@@ -6,7 +6,8 @@ from typing import get_args
 
 import pytest
 
-from labs.gpus import GPUS, GpuId, get_gpu
+from labs.catalog.formats import TensorType
+from labs.catalog.gpus import GPUS, GpuId, get_gpu, match_smi_name
 
 
 def test_registry_ids_match_the_literal_used_by_lab_params():
@@ -22,21 +23,27 @@ def test_every_gpu_cites_a_vendor_source(gpu_id):
     assert g.visible_memory_bytes > 0.95 * g.memory_bytes
 
 
-@pytest.mark.parametrize(
-    ("gpu_id", "gb", "tb_s", "cc"),
-    [
-        ("v100", 32, 0.9, 7.0),
-        ("t4", 16, 0.32, 7.5),
-        ("a100-40gb", 40, 1.555, 8.0),
-        ("a100-80gb", 80, 2.039, 8.0),
-        ("l4", 24, 0.3, 8.9),
-        ("l40s", 48, 0.864, 8.9),
-        ("rtx-4090", 24, 1.008, 8.9),
-        ("h100", 80, 3.35, 9.0),
-        ("h200", 141, 4.8, 9.0),
-        ("b200", 180, 7.7, 10.0),
-    ],
-)
+# One row per GPU of the registry (a new GPU adds its row here): the datasheet's memory,
+# bandwidth and compute capability, and the name and memory.total nvidia-smi prints.
+DATASHEET = [
+    ("v100", 32, 0.9, 7.0, "Tesla V100-SXM2-32GB", 32768),
+    ("t4", 16, 0.32, 7.5, "Tesla T4", 15360),
+    ("a100-40gb", 40, 1.555, 8.0, "NVIDIA A100-SXM4-40GB", 40960),
+    ("a100-80gb", 80, 2.039, 8.0, "NVIDIA A100-SXM4-80GB", 81920),
+    ("l4", 24, 0.3, 8.9, "NVIDIA L4", 23034),
+    ("l40s", 48, 0.864, 8.9, "NVIDIA L40S", 46068),
+    ("rtx-4090", 24, 1.008, 8.9, "NVIDIA GeForce RTX 4090", 24564),
+    ("h100", 80, 3.35, 9.0, "NVIDIA H100 80GB HBM3", 81559),
+    ("h200", 141, 4.8, 9.0, "NVIDIA H200", 143771),
+    ("b200", 180, 7.7, 10.0, "NVIDIA B200", 183359),
+]
+
+
+def test_every_gpu_has_its_datasheet_row():
+    assert [row[0] for row in DATASHEET] == list(GPUS)
+
+
+@pytest.mark.parametrize(("gpu_id", "gb", "tb_s", "cc"), [row[:4] for row in DATASHEET])
 def test_datasheet_figures(gpu_id, gb, tb_s, cc):
     g = get_gpu(gpu_id)
     assert g.memory_bytes == gb * 10**9
@@ -63,3 +70,22 @@ def test_tensor_core_types_by_generation():
 def test_unknown_gpu_names_the_known_ones():
     with pytest.raises(KeyError, match="h100"):
         get_gpu("h800")
+
+
+@pytest.mark.parametrize(("gpu_id", "smi_name", "smi_mib"), [(r[0], r[4], r[5]) for r in DATASHEET])
+def test_the_name_nvidia_smi_prints_finds_the_row(gpu_id, smi_name, smi_mib):
+    g = get_gpu(gpu_id)
+    assert g.nvidia_smi_mib == smi_mib
+    assert match_smi_name(smi_name, smi_mib) == gpu_id
+
+
+def test_an_unknown_or_sizeless_name_finds_no_row_or_the_smallest_part():
+    assert match_smi_name("NVIDIA RTX A6000", 49140) is None
+    assert match_smi_name("NVIDIA A100-PCIE", None) == "a100-40gb"
+
+
+@pytest.mark.parametrize("gpu_id", list(GPUS))
+def test_every_gpu_lists_known_tensor_types_and_its_cores(gpu_id):
+    g = get_gpu(gpu_id)
+    assert set(g.tensor_types) <= set(get_args(TensorType))
+    assert g.sm_count > 0 and g.arch.sm <= round(g.compute_capability * 10)

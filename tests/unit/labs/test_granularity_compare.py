@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from labs import granularity_compare as lab
-from labs.error_split import ErrorSplit
+from labs.quant.metrics import ErrorSummary
 from tests.unit.labs.helpers import run_lab
 
 
@@ -96,7 +96,7 @@ def test_error_split_counts_real_clipping_and_ignores_ulp_noise():
 
     def split_error(x, deq, lo, hi):
         # How the labs split error against a range of their own (scale-derivation).
-        return ErrorSplit.from_metrics(error_split(x, deq, clipped_beyond(x, lo, hi)))
+        return ErrorSummary.of(error_split(x, deq, clipped_beyond(x, lo, hi)))
 
     x = torch.tensor([1.0, 2.0, 3.0, 4.0])
     deq = torch.tensor([1.0, 2.0, 3.0, 3.0])  # 4 clipped to 3

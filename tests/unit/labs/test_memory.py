@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from labs import memory
-from labs.gpus import get_gpu
-from labs.models import get_model, param_count
+from labs.catalog import formats, memory, roofline
+from labs.catalog.gpus import get_gpu
+from labs.catalog.models import get_model, param_count
 
 M70 = get_model("llama-3.1-70b")
 
@@ -26,20 +26,20 @@ M70 = get_model("llama-3.1-70b")
     ],
 )
 def test_block_formats_bits_per_value(fmt, bits):
-    assert memory.WEIGHT_FORMATS[fmt].bits_per_value == bits
+    assert formats.WEIGHT_FORMATS[fmt].bits_per_value == bits
 
 
 def test_int4_bits_match_labs_quant_with_fp16_scales():
     from labs.quant import bits_per_value
 
     fp16 = bits_per_value("int4", granularity=128, scale_dtype="fp16")
-    assert memory.WEIGHT_FORMATS["int4"].bits_per_value == fp16 == 4.125
+    assert formats.WEIGHT_FORMATS["int4"].bits_per_value == fp16 == 4.125
     # AWQ's 4-bit zero points: labs.quant's zero_point=True with fp16 scales.
     awq = bits_per_value("int4", granularity=128, scale_dtype="fp16", zero_point=True)
-    assert memory.WEIGHT_FORMATS["awq"].bits_per_value == awq
-    assert memory.WEIGHT_FORMATS["awq"].matrix_bytes(1, 128) == 64 + 2 + 1  # codes, scale, zp
+    assert formats.WEIGHT_FORMATS["awq"].bits_per_value == awq
+    assert formats.WEIGHT_FORMATS["awq"].matrix_bytes(1, 128) == 64 + 2 + 1  # codes, scale, zp
     # A GPTQ file: AWQ's per-group fields plus g_idx, one int32 per input column.
-    gptq = memory.WEIGHT_FORMATS["gptq"]
+    gptq = formats.WEIGHT_FORMATS["gptq"]
     assert gptq.bits_per_value == awq
     assert gptq.matrix_bytes(1, 128) == 64 + 2 + 1 + 128 * 4
     assert gptq.matrix_bytes(8, 256) == 8 * 128 + 16 * 2 + 16 // 2 + 256 * 4
@@ -65,10 +65,10 @@ def test_quantized_weight_formats_are_labs_quant_rows():
     format is a row of labs.quant.spec as labs.quant would configure it."""
     from labs.quant import FORMATS
 
-    quantized = {k for k, f in memory.WEIGHT_FORMATS.items() if f.quantized}
+    quantized = {k for k, f in formats.WEIGHT_FORMATS.items() if f.quantized}
     assert quantized == set(QUANT_CONFIGURATIONS)
     for key, (quant_key, options) in QUANT_CONFIGURATIONS.items():
-        fmt = memory.WEIGHT_FORMATS[key]
+        fmt = formats.WEIGHT_FORMATS[key]
         assert fmt.spec == FORMATS[quant_key].configure(**options).spec, key
         # Whole blocks: the checkpoint bytes are what labs.quant stores for the matrix.
         assert fmt.matrix_bytes(8, 512) - 512 * fmt.column_bits // 8 == fmt.spec.storage_bytes(
@@ -78,10 +78,10 @@ def test_quantized_weight_formats_are_labs_quant_rows():
 
 def test_gguf_block_bytes_match_the_ggml_layout():
     # One row of 32 values is exactly one GGUF block: 18 bytes for Q4_0, 34 for Q8_0.
-    assert memory.WEIGHT_FORMATS["q4_0"].matrix_bytes(1, 32) == 18
-    assert memory.WEIGHT_FORMATS["q8_0"].matrix_bytes(1, 32) == 34
+    assert formats.WEIGHT_FORMATS["q4_0"].matrix_bytes(1, 32) == 18
+    assert formats.WEIGHT_FORMATS["q8_0"].matrix_bytes(1, 32) == 34
     # NVFP4: 16 values = 8 bytes of codes + 1 E4M3 scale, plus a 4-byte fp32 tensor scale.
-    assert memory.WEIGHT_FORMATS["nvfp4"].matrix_bytes(1, 16) == 8 + 1 + 4
+    assert formats.WEIGHT_FORMATS["nvfp4"].matrix_bytes(1, 16) == 8 + 1 + 4
 
 
 def test_plain_dtypes_apply_to_every_tensor():
@@ -154,14 +154,14 @@ def test_decode_roofline_is_memory_bound_and_fp8_is_faster():
         "context_tokens": 1,
         "overhead_ms": 0.0,
     }
-    bf16 = memory.decode_step(M70, h100, weight_format="bf16", **kwargs)
-    fp8 = memory.decode_step(M70, h100, weight_format="fp8", **kwargs)
+    bf16 = roofline.decode_step(M70, h100, weight_format="bf16", **kwargs)
+    fp8 = roofline.decode_step(M70, h100, weight_format="fp8", **kwargs)
     assert bf16.bound == fp8.bound == "memory"
     # Every weight but the embedding table, of which one row is looked up.
     embedding = memory.weight_bytes_by_kind(M70, "bf16", 2)["embedding"]
     read = memory.weight_bytes(M70, "bf16", 2) - embedding + 8192 * 2
     assert bf16.weight_bytes == read
-    expected = read / (3.35e12 * memory.DEFAULT_BANDWIDTH_EFFICIENCY)
+    expected = read / (3.35e12 * roofline.DEFAULT_BANDWIDTH_EFFICIENCY)
     assert bf16.seconds == pytest.approx(expected, rel=1e-3)
     assert 1.8 < bf16.seconds / fp8.seconds < 2.0
 
@@ -173,32 +173,32 @@ def test_decode_reads_one_embedding_row_per_sequence_and_the_whole_lm_head():
     row = 2 * M70.hidden_size  # one bf16 embedding row
     everything_else = sum(by_kind.values()) - by_kind["embedding"]
     for batch in (1, 8):
-        read = memory.weight_bytes_read_per_step(M70, "fp8", 1, batch)
+        read = roofline.weight_bytes_read_per_step(M70, "fp8", 1, batch)
         assert read == everything_else + batch * row
     # Under TP the vocabulary is split: at most a shard's rows are looked up per GPU.
     shard_rows = -(-M70.vocab_size // 2)
-    huge = memory.weight_bytes_read_per_step(M70, "bf16", 2, 10**6)
+    huge = roofline.weight_bytes_read_per_step(M70, "bf16", 2, 10**6)
     assert huge == memory.weight_bytes(M70, "bf16", 2)
     assert shard_rows * row == memory.weight_bytes_by_kind(M70, "bf16", 2)["embedding"]
     # A tied embedding is the lm_head: read in full.
     tied = dataclasses.replace(M70, tie_word_embeddings=True)
     whole = memory.weight_bytes(tied, "bf16")
-    assert memory.weight_bytes_read_per_step(tied, "bf16", 1, 1) == whole
+    assert roofline.weight_bytes_read_per_step(tied, "bf16", 1, 1) == whole
 
 
 def test_moe_decode_reads_only_routed_experts():
     mixtral = get_model("mixtral-8x7b")
-    assert memory.expected_active_experts(mixtral, 1) == pytest.approx(2.0)
-    assert memory.expected_active_experts(mixtral, 1000) == pytest.approx(8.0)
-    one = memory.weight_bytes_read_per_step(mixtral, "bf16", 1, 1)
+    assert roofline.expected_active_experts(mixtral, 1) == pytest.approx(2.0)
+    assert roofline.expected_active_experts(mixtral, 1000) == pytest.approx(8.0)
+    one = roofline.weight_bytes_read_per_step(mixtral, "bf16", 1, 1)
     assert one < memory.weight_bytes(mixtral, "bf16") / 3
 
 
 def test_compute_dtype_falls_back_without_native_support():
-    assert memory.compute_dtype(get_gpu("h100"), "fp8") == "fp8"
-    assert memory.compute_dtype(get_gpu("a100-80gb"), "fp8") == "bf16"
-    assert memory.compute_dtype(get_gpu("t4"), "bf16") == "fp16"
-    assert memory.compute_dtype(get_gpu("b200"), "nvfp4") == "fp4"
+    assert roofline.compute_dtype(get_gpu("h100"), "fp8") == "fp8"
+    assert roofline.compute_dtype(get_gpu("a100-80gb"), "fp8") == "bf16"
+    assert roofline.compute_dtype(get_gpu("t4"), "bf16") == "fp16"
+    assert roofline.compute_dtype(get_gpu("b200"), "nvfp4") == "fp4"
 
 
 def test_smallest_fitting_tp_can_require_block_alignment():

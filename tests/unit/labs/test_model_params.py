@@ -1,4 +1,4 @@
-"""The model/GPU parameters the four budget labs share (``labs.memory.ModelOnGpuParams``):
+"""The model/GPU parameters the four budget labs share (``labs.catalog.params.ModelOnGpuParams``):
 their cross-field checks run on defaults too, and each error stays on its own field,
 both from ``Params.model_validate`` and from ``Lab.validate`` (the web's, the CLI's
 and the worker's one validator).
@@ -18,8 +18,9 @@ import pytest
 from pydantic import ValidationError
 
 from app.runs import forms
-from labs import fp8_savings, kv_capacity, memory, memory_budget, models, qlora_budget
+from labs import fp8_savings, kv_capacity, memory_budget, qlora_budget
 from labs.base import LabParams, params_errors
+from labs.catalog import memory, models, params
 from labs.registry import all_labs
 from tests.unit.labs.helpers import validate
 
@@ -53,7 +54,7 @@ def web_errors(lab_id: str, data: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.parametrize("module", MODULES)
 def test_the_four_labs_share_the_base_and_put_model_and_gpu_first(module) -> None:
-    assert issubclass(module.Params, memory.ModelOnGpuParams)
+    assert issubclass(module.Params, params.ModelOnGpuParams)
     assert list(module.Params.model_fields)[:2] == ["model", "gpu"]
     names = [f.name for f in forms.form_fields(module.LAB)]
     assert names[:2] == ["model", "gpu"]

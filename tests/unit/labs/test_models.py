@@ -6,8 +6,8 @@ from typing import get_args
 
 import pytest
 
-from labs import memory
-from labs.models import (
+from labs.catalog import memory
+from labs.catalog.models import (
     MODELS,
     ModelId,
     active_param_count,
@@ -111,3 +111,41 @@ def test_only_projection_matrices_are_marked_linear():
 def test_unknown_model_names_the_known_ones():
     with pytest.raises(KeyError, match="llama-3.1-8b"):
         get_model("llama-4")
+
+
+def test_a_config_json_builds_the_same_model_the_registry_holds():
+    # Llama 3.1 8B's config.json (the keys the type reads): the registry's hand-copied
+    # shapes and the config read from disk are one type and agree.
+    from labs.catalog.models import MODELS, ModelConfig, param_count
+
+    config = {
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": False,
+    }
+    read = ModelConfig.from_config("llama-3.1-8b", config)
+    assert param_count(read) == param_count(MODELS["llama-3.1-8b"]) == 8_030_261_248
+    assert read.linear_names()[:2] == [
+        "model.layers.0.self_attn.q_proj",
+        "model.layers.0.self_attn.k_proj",
+    ]
+
+
+def test_the_shipped_model_is_read_from_its_config_json():
+    import json
+
+    from labs.lm import models, spec
+
+    s = spec.load_spec(models.SHIPPED)
+    cfg = json.loads((models.SHIPPED_DIR / "config.json").read_text(encoding="utf-8"))
+    assert (s.num_layers, s.hidden_size, s.num_kv_heads) == (
+        cfg["num_hidden_layers"],
+        cfg["hidden_size"],
+        cfg["num_key_value_heads"],
+    )
+    assert s.path == models.SHIPPED_DIR and s.max_context == cfg["max_position_embeddings"]

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from app.settings import ROOT
-from labs import facts
-from labs.gpus import get_gpu
+from labs.catalog import facts
+from labs.catalog.gpus import get_gpu
 from labs.quant.spec import SPECS, FormatKey
 from labs.viz.cards import DRAWN_WITH_ATTR, FIGURES, FINGERPRINT_ATTR
 from labs.viz.cards.data import block_segments, kv_block_tokens, ridge_point

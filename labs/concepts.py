@@ -1,0 +1,246 @@
+"""The review questions wrong predictions of the calculator and tensor labs come back as.
+
+A wrong number is a sign the learner missed the idea behind it, so review asks about
+the idea, built from the run's own numbers: which change would help most, which part is
+largest, why a speed-up stops short of 2×. The right choice is computed from the stored
+result (never assumed), and the explanation quotes the run. Every function takes a
+stored result (JSON) and the metric predicted, imports no torch, and returns None where
+the result lacks what its question needs (the review then asks for the number again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import wraps
+from typing import Any
+
+from labs.base import Concept
+from labs.viz.tiles import readable, readable_bytes
+
+Result = Mapping[str, Any]
+ConceptFn = Callable[[Result, str], Concept | None]
+FP8_GAIN_WORTH_ASKING = 1.2  # below this an fp8 cache changed little: no question about it
+INT16_MAX = 32_767
+
+
+def _tolerant(fn: ConceptFn) -> ConceptFn:
+    """A result stored before a key existed gives no question rather than an error."""
+
+    @wraps(fn)
+    def wrapper(r: Result, metric: str) -> Concept | None:
+        try:
+            return fn(r, metric)
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+            return None
+
+    return wrapper
+
+
+def _gb(n: float) -> str:
+    return f"{readable(n / 1e9)} GB"
+
+
+def _pick(choices: Sequence[str], right: str, explanation: str, prompt: str) -> Concept:
+    return Concept(prompt, tuple(choices), list(choices).index(right), explanation)
+
+
+@_tolerant
+def block_quantize(r: Result, metric: str) -> Concept | None:
+    shape = "×".join(str(d) for d in r["shape"])
+    bits, block = r["bits_per_value"], r["block_size"]
+    sqnr = r["metrics"]["sqnr_db"]
+    return Concept(
+        prompt=f"Your {r['format']} run on a {shape} tensor stored {readable(bits, 4)} bits per "
+        f"value in blocks of {block} values (SQNR {readable(sqnr)} dB). The same format with "
+        "blocks twice as large: what happens to the bits per value, and why?",
+        choices=(
+            "They fall: each block's scale is shared by twice as many values",
+            "They stay the same: a value's bits are set by its element format alone",
+            "They rise: a larger block needs a wider scale",
+        ),
+        answer=0,
+        explanation="Bits per value = the element's bits + the scale's bits ÷ the block size. "
+        f"Your run kept {r['n_blocks']:,} scales for {r['numel']:,} values: "
+        f"{r['nbytes']:,} bytes, {readable(bits, 4)} bits per value against "
+        f"{readable(r['nominal_bits_per_value'], 4)} nominal. Twice the block halves the scales' "
+        "share, and costs accuracy: one scale must then cover a wider range of values.",
+    )
+
+
+@_tolerant
+def scale_derivation(r: Result, metric: str) -> Concept | None:
+    return Concept(
+        prompt=f"Your {r['format']} run derived the scale {readable(r['scale'], 4)} from amax "
+        f"{readable(r['amax'], 4)} ({r['n_values']} values; its largest error "
+        f"{readable(r['max_abs_error'])}). Derived from an amax twice as large, what happens "
+        "to the rounding error of the values in range?",
+        choices=(
+            "It roughly doubles: the scale doubles, and so does every step between codes",
+            "It stays the same: each value is rounded on its own",
+            "It halves: a larger range gives more codes",
+        ),
+        answer=0,
+        explanation=f"Your run: scale = amax ÷ the format's largest code ({readable(r['amax'], 4)} ÷ "
+        f"{readable(r['qmax'], 4)} = {readable(r['scale'], 4)} here): the codes stay the same, "
+        "so the values they stand for spread twice as far apart, and rounding to the nearest "
+        "one errs twice as much. That is why one outlier that sets amax coarsens every other "
+        "value (and why clipping it can pay).",
+    )
+
+
+def _granularity_words(g: str) -> str:
+    if g == "tensor":
+        return "One scale for the whole tensor"
+    if g == "channel":
+        return "One scale per channel (row)"
+    return f"One scale per {g.removeprefix('block ')} values"
+
+
+@_tolerant
+def granularity_compare(r: Result, metric: str) -> Concept | None:
+    rows = {row["granularity"]: row for row in r["rows"]}
+    best = r["best_by_sqnr"]
+    shown = list(dict.fromkeys(["tensor", best, r["rows"][-1]["granularity"], "channel"]))[:3]
+    if best not in rows or len(shown) < 3 or any(g not in rows for g in shown):  # noqa: PLR2004
+        return None
+
+    def line(g: str) -> str:
+        row = rows[g]
+        return f"{g}: SQNR {readable(row['error']['sqnr_db'])} dB at {readable(row['bits_per_value'], 4)} bits"
+
+    shape = "×".join(str(d) for d in r["shape"])
+    return _pick(
+        [_granularity_words(g) for g in shown],
+        _granularity_words(best),
+        explanation="A scale must cover the largest value it serves, so the fewer values "
+        "share one, the fewer are coarsened by an outlier; each scale costs bytes. "
+        f"Your run: {'; '.join(line(g) for g in rows)}.",
+        prompt=f"Your {r['format']} run on a {shape} {r['distribution']} tensor (largest value "
+        f"{readable(r['tensor_absmax'])}): which of these scale granularities gave the highest "
+        "SQNR, and why?",
+    )
+
+
+@_tolerant
+def dot_product_scales(r: Result, metric: str) -> Concept | None:
+    if metric in ("int16_overflow_k", "int32_max_k"):
+        acc = r["accumulator"]
+        return Concept(
+            prompt=f"Your {r['format']} run multiplies codes up to {readable(acc['element_max'])}. "
+            "Why does an integer GEMM accumulate in int32 rather than int16?",
+            choices=(
+                f"One product reaches {acc['max_product']:,}, so an int16 sum (at most "
+                f"{INT16_MAX:,}) can overflow after {acc['int16_overflow_k']} terms",
+                "int16 adders are slower than int32 ones on tensor cores",
+                "The products have fractional bits that int16 cannot hold",
+            ),
+            answer=0,
+            explanation=f"Products of two codes reach {acc['max_product']:,}; int32 holds "
+            f"{acc['int32_max_k']:,} of them in the worst case, more than any K of a real "
+            f"layer. Your run's largest sum was {acc['observed_max_abs_sum']:,.0f}.",
+        )
+    places = r["placements"]
+    worst = max(places, key=lambda p: p["rel_error_vs_fp32"])
+    return _pick(
+        [p["name"] for p in places],
+        worst["name"],
+        explanation="A scale is a common factor of the dot product only if it is the same "
+        "for every term of the sum: per-row (per-output) scales can be applied after it, "
+        "scales that change along K (blocks) must be applied inside it, per block. Your run: "
+        + "; ".join(f"{p['name']}: {readable(100 * p['rel_error_vs_fp32'])} %" for p in places)
+        + ".",
+        prompt=f"Your {r['format']} {r['m']}×{r['k']}×{r['n']} run ({r['granularity']}"
+        f"{', with outliers' if r['outliers'] else ''}): which placement of the scales gave "
+        "the largest error against fp32, and why?",
+    )
+
+
+@_tolerant
+def memory_budget(r: Result, metric: str) -> Concept | None:
+    parts = {
+        "Halve the bytes per weight (e.g. bf16 → fp8)": r["weights_bytes_per_gpu"],
+        "Halve the KV cache (an fp8 cache, or half the batch × context)": r[
+            "kv_cache_bytes_per_gpu"
+        ],
+        "Halve the runtime overhead": r["overhead_bytes_per_gpu"],
+    }
+    biggest = max(parts, key=lambda k: parts[k])
+    return _pick(
+        list(parts),
+        biggest,
+        explanation="Halving a part frees half of it, so the largest part is the lever. "
+        f"Your run per GPU: weights {_gb(r['weights_bytes_per_gpu'])}, KV cache "
+        f"{_gb(r['kv_cache_bytes_per_gpu'])}, overhead {_gb(r['overhead_bytes_per_gpu'])}; "
+        f"total {_gb(r['total_bytes_per_gpu'])} of {_gb(r['gpu_capacity_bytes'])}.",
+        prompt=f"Your run: {r['model']} in {r['weight_format']} ({r['kv_dtype']} cache) on "
+        f"{r['gpu']} at tensor parallel {r['tensor_parallel']} needs "
+        f"{_gb(r['total_bytes_per_gpu'])} per GPU. Which one change frees the most memory "
+        "per GPU?",
+    )
+
+
+@_tolerant
+def qlora_budget(r: Result, metric: str) -> Concept | None:
+    comps = sorted(r["components"], key=lambda c: -c["bytes"])[:3]
+    biggest = comps[0]["name"]
+    shown = [c["name"] for c in r["components"] if c in comps]  # in the lab's order
+    return _pick(
+        shown,
+        biggest,
+        explanation="QLoRA shrinks the quantized projection weights to about 4 bits; what it "
+        "does not shrink (unquantized embeddings and head, logits over the vocabulary, "
+        "activations, the runtime) then decides the budget. Your run: "
+        + "; ".join(f"{c['name']} {readable_bytes(c['bytes'])}" for c in r["components"])
+        + f"; total {_gb(r['total_bytes'])}.",
+        prompt=f"Your QLoRA run of {r['model']} on {r['gpu']} needs {_gb(r['total_bytes'])}. "
+        "Which of these parts of its memory is the largest?",
+    )
+
+
+@_tolerant
+def kv_capacity(r: Result, metric: str) -> Concept | None:
+    gain = r["fp8_concurrency_gain"]
+    if gain < FP8_GAIN_WORTH_ASKING:
+        return None
+    return Concept(
+        prompt=f"Your run: {r['model']} on {r['gpu']} keeps {r['kv_bytes_per_token']:,} bytes of "
+        f"KV cache per token in a {_gb(r['pool_bytes_per_gpu'])} pool: {r['total_blocks']:,} "
+        f"blocks, {r['max_concurrent_requests']} requests at once. What does an fp8 KV cache "
+        "do to the number of concurrent requests?",
+        choices=(
+            f"About {readable(gain, 2)}× as many ({r['fp8_max_concurrent_requests']}): each "
+            "token's keys and values take half the bytes, so the same pool holds twice the tokens",
+            f"Nothing ({r['max_concurrent_requests']}): the weights, not the cache, fill the GPU",
+            "Half as many: an fp8 cache needs a scale beside every value",
+        ),
+        answer=0,
+        explanation="Concurrency is the pool divided by each request's blocks; the pool is "
+        "what is left after the weights, and a block's bytes are its tokens × bytes per token. "
+        f"Halving bytes per token doubles the blocks: {r['max_concurrent_requests']} → "
+        f"{r['fp8_max_concurrent_requests']} requests in your run.",
+    )
+
+
+@_tolerant
+def fp8_savings(r: Result, metric: str) -> Concept | None:
+    bf16, fp8 = r["bf16"], r["fp8"]
+    choices = (
+        "The bytes each step reads: FP8 halves the weight bytes, but the bf16 KV cache and "
+        "the fixed per-step cost stay",
+        "The matmul rate: the step is compute-bound, and FP8 tensor cores do about twice "
+        "bf16's work per second",
+        "Neither: FP8 saves memory, never time",
+    )
+    return Concept(
+        prompt=f"Your run: {r['model']} on {r['gpu']} at batch {r['batch']} × "
+        f"{r['context_tokens']:,} tokens. FP8 weights made one decode step "
+        f"{readable(r['speedup_same_batch'])}× faster ({readable(bf16['step_ms'])} → "
+        f"{readable(fp8['step_ms'])} ms). What sets that speed-up?",
+        choices=choices,
+        answer=0 if bf16["bound"] == "memory" else 1,
+        explanation=f"Your run: the bf16 step is {bf16['bound']}-bound. It reads "
+        f"{_gb(bf16['step_weight_bytes'])} of weights and {_gb(bf16['step_kv_bytes'])} of KV "
+        f"cache; with FP8 weights {_gb(fp8['step_weight_bytes'])} and "
+        f"{_gb(fp8['step_kv_bytes'])}. A memory-bound step speeds up by the bytes saved, "
+        "a compute-bound one by the faster matmul; only the weights get smaller.",
+    )
