@@ -26,9 +26,13 @@ from labs.base import InvalidParams, Lab
 
 
 def result_model(lab: Lab) -> type[BaseModel] | None:
-    """The pydantic model a lab's ``run`` returns, from its annotation (None if unknown)."""
+    """The pydantic model a lab's ``run`` returns, from its annotation (None if unknown);
+    where ``run`` returns the result with what only its page shows (``labs.base.Computed``),
+    the type of that object's ``result``."""
     try:
         model = typing.get_type_hints(lab.run).get("return")
+        if isinstance(model, type) and not issubclass(model, BaseModel):
+            model = typing.get_type_hints(model).get("result")
     except Exception:  # noqa: BLE001 - an annotation that cannot resolve is "unknown"
         return None
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None

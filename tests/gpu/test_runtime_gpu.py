@@ -26,7 +26,7 @@ def run_in_process(lab_id: str, params: dict[str, Any]) -> Any:
     from labs.registry import all_labs
 
     lab = all_labs()[lab_id]
-    return lab.run(
+    return lab.execute(
         lab.params.model_validate(params), EventContext(lambda k, d: None, device="cuda")
     )
 

@@ -32,7 +32,9 @@ def catalogue() -> Catalogue:
 def _run(lab_id: str, params: dict[str, Any]) -> dict[str, Any]:
     lab = get_lab(lab_id)
     assert lab is not None
-    return lab.run(lab.validate(params), EventContext(lambda k, d: None)).model_dump(mode="json")
+    return lab.execute(lab.validate(params), EventContext(lambda k, d: None)).model_dump(
+        mode="json"
+    )
 
 
 def test_a_key_the_form_does_not_offer_fails() -> None:

@@ -17,7 +17,7 @@ from labs.viz.tiles import readable
 def _result(lab_id: str, params: dict[str, Any]) -> dict[str, Any]:
     lab = get_lab(lab_id)
     assert lab is not None
-    out = lab.run(lab.validate(params), EventContext(lambda k, d: None))
+    out = lab.execute(lab.validate(params), EventContext(lambda k, d: None))
     return out.model_dump(mode="json")
 
 
