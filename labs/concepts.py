@@ -244,3 +244,112 @@ def fp8_savings(r: Result, metric: str) -> Concept | None:
         f"{_gb(fp8['step_kv_bytes'])}. A memory-bound step speeds up by the bytes saved, "
         "a compute-bound one by the faster matmul; only the weights get smaller.",
     )
+
+
+BF16_BITS = 16
+
+
+@_tolerant
+def format_support(r: Result, metric: str) -> Concept | None:
+    resident, file_bits = r["resident_bits_per_param"], r["file_bits_per_param"]
+    packed = resident < BF16_BITS
+    return Concept(
+        prompt=f"Your run: {r['format_title']} on {r['gpu_name']} (compute capability "
+        f"{r['compute_capability']}) takes the path '{r['kernel']}', computing in {r['compute']}. "
+        f"The file stores {readable(file_bits, 4)} bits per parameter. How many bytes does a "
+        "decode step read for the quantized matrices, and why?",
+        choices=(
+            "Fewer than bf16's: the weights stay packed in memory and the kernel expands "
+            "them in registers as it reads them",
+            "bf16's: the weights are expanded to 16 bits when the model loads, so memory "
+            "holds and reads 16 bits per parameter",
+            "Half of bf16's whatever the format: every quantized path reads 8 bits per weight",
+        ),
+        answer=0 if packed else 1,
+        explanation=f"Your run: {readable(resident, 4)} bits per parameter resident, so a decode "
+        f"step reads {readable(r['decode_bytes_ratio'], 3)}× bf16's bytes for those matrices "
+        f"(a bound of {readable(r['decode_speedup_bound'], 3)}× on a memory-bound step). "
+        + (
+            "The path keeps the stored format resident; what the GPU computes in does not "
+            "change what it reads."
+            if packed
+            else f"The path upcasts to {r['upcast_to'] or 'bf16'} at load, so the file's saving "
+            "stays on disk."
+        ),
+    )
+
+
+@_tolerant
+def reproducibility(r: Result, metric: str) -> Concept | None:
+    fmt = "fp8" if metric.startswith("fp8") else "int8"
+    agree, diff = r[f"{fmt}_top1_agreement"], r[f"{fmt}_max_abs_diff"]
+    if agree is None or diff is None:
+        return None
+    batch = r["input_shape"][0]
+    return Concept(
+        prompt=f"Your run: {fmt} weights moved the logits by up to {readable(diff)}, and the "
+        f"top-1 token agreed with fp32 on {readable(100 * agree)} % of the {batch} inputs. "
+        "When does quantization change a top-1 prediction?",
+        choices=(
+            "Only where the two highest logits were closer than the error it added",
+            "Whenever any logit moves: top-1 is as fragile as the largest difference",
+            "Never: rounding is deterministic, so the ranking cannot change",
+        ),
+        answer=0,
+        explanation="A prediction flips only if the error lifts the runner-up above the "
+        f"leader: a gap wider than the error keeps it. Your run's largest error was "
+        f"{readable(diff)} and {readable(100 * (1 - agree))} % of the inputs had a gap "
+        "smaller than the error they received. The same rounding every time keeps one "
+        "run reproducible; it does not keep it equal to fp32.",
+    )
+
+
+@_tolerant
+def shard_doctor(r: Result, metric: str) -> Concept | None:
+    short = r["tensor_bytes_found"] < r["total_size_bytes"]
+    return Concept(
+        prompt=f"Your run ({r['fault']}): the shards hold {r['tensors_found']} of the "
+        f"{r['tensors_expected']} tensors the index lists, {readable_bytes(r['tensor_bytes_found'])} "
+        f"against the index's total_size of {readable_bytes(r['total_size_bytes'])}. What does "
+        "total_size let a loader check before it loads a tensor?",
+        choices=(
+            "That the shards hold every tensor's bytes: a sum below it means missing tensors "
+            "or shards",
+            "The size of the index file itself, to detect a truncated download",
+            "The GPU memory the model will need, KV cache included",
+        ),
+        answer=0,
+        explanation="model.safetensors.index.json's metadata.total_size is the sum of every "
+        "tensor's bytes over all shards; each shard's header says where each tensor lies. "
+        + (
+            "Your run's shards fall short of it, so a loader can refuse before reading a weight."
+            if short
+            else "Your run's shards add up to it, so what it found (if anything) is inside "
+            f"the tensors or the config: {r['errors']} errors. {r['summary']}"
+        ),
+    )
+
+
+@_tolerant
+def vram_observe(r: Result, metric: str) -> Concept | None:
+    first = r["summaries"][0]
+    per_param = r["weights_mib"] * 2**20 / r["param_count"]
+    return Concept(
+        prompt=f"Your run measured {r['param_count']:,} parameters in {first['dtype']} taking "
+        f"{readable(r['weights_mib'])} MiB ({r['measured']}). What sets the weights' memory, "
+        "and what does a larger batch add?",
+        choices=(
+            "Parameters × bytes per parameter; a batch adds activations (and KV cache), "
+            "not weights",
+            "The batch: every sequence needs its own copy of the weights",
+            "The CUDA context: it grows with the model",
+        ),
+        answer=0,
+        explanation=f"Your run: {readable(per_param, 3)} bytes per parameter for {first['dtype']}; "
+        + (
+            f"each sequence added about {readable(r['activation_mib_per_sequence'])} MiB of "
+            "activations, which is what bounds the batch."
+            if r["activation_mib_per_sequence"] is not None
+            else "this device could not separate activations per sequence."
+        ),
+    )

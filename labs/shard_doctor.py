@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from labs import concepts
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.checkpoint import (
     CONFIG_FILE,
@@ -235,4 +236,5 @@ LAB = Lab(
         ("tensors_expected", "tensors"),
         ("total_size_bytes", "bytes"),
     ),
+    concept=concepts.shard_doctor,
 )

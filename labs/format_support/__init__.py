@@ -18,6 +18,7 @@ worker's own card with ``nvidia-smi``). Units: bits per parameter, bytes, GB = 1
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.catalog.gpus import sm_of
 from labs.catalog.kernel_paths import RULES, Path
@@ -67,4 +68,5 @@ LAB = Lab(
         ("decode_bytes_ratio", "× bf16"),
         ("weights_resident_gb", "GB"),
     ),
+    concept=concepts.format_support,
 )

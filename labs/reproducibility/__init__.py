@@ -19,6 +19,7 @@ difference in the last comparison comes from the weights' rounding.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.reproducibility.compute import Trial, compare, run
 from labs.reproducibility.model import FINGERPRINT_HEX_CHARS, Params, Result
@@ -43,4 +44,5 @@ LAB = Lab(
         ("int8_max_abs_diff", "logits"),
         ("fp8_top1_agreement", "fraction"),
     ),
+    concept=concepts.reproducibility,
 )

@@ -24,6 +24,7 @@ headline tiles.
 
 from __future__ import annotations
 
+from labs import concepts
 from labs.base import Lab, NeedsGPU
 from labs.vram_observe.compute import rss_grows_with_batch, run
 from labs.vram_observe.model import MIB, OOM_BISECT_RESOLUTION, TIME_LIMIT_S, Params, Result
@@ -62,5 +63,6 @@ LAB = Lab(
         ("largest_batch", "sequences"),
         ("cuda_context_mib", "MiB"),
     ),
+    concept=concepts.vram_observe,
     headline=headline,
 )

@@ -32,6 +32,8 @@ CASES: dict[str, tuple[dict[str, str], str, str]] = {
     "qlora-budget": ({}, "total_gb", "900"),
     "kv-capacity": ({}, "total_blocks", "3"),
     "fp8-savings": ({}, "speedup_same_batch", "40"),
+    "format-support": ({"format": "fp8", "gpu": "t4"}, "resident_bits_per_param", "2"),
+    "shard-doctor": ({"fault": "missing-shard"}, "errors", "40"),
 }
 
 

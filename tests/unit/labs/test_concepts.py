@@ -116,3 +116,36 @@ def test_every_predictable_output_fits_the_notebook_columns() -> None:
             assert len(unit) <= unit_len and len(key) <= metric_len, (lab.id, key, unit)
         for c in lab.choice_outputs:
             assert len(c.key) <= metric_len, (lab.id, c.key)
+
+
+@pytest.mark.parametrize(("gpu", "answer"), [("h100", 0), ("t4", 1)])
+def test_format_support_asks_what_a_decode_step_reads(gpu: str, answer: int) -> None:
+    """fp8 on an H100 stays 8-bit in memory; on a T4 the path upcasts to fp16 at load, so a
+    decode step reads 16 bits per parameter: the right choice follows the result."""
+    c, r = _concept("format-support", {"format": "fp8", "gpu": gpu})
+    assert (r["resident_bits_per_param"] < 16) == (answer == 0)  # noqa: PLR2004
+    assert c.answer == answer
+    assert readable(r["decode_bytes_ratio"], 3) in c.explanation
+
+
+def test_reproducibility_asks_when_a_top1_prediction_flips() -> None:
+    c, r = _concept("reproducibility", {}, "fp8_top1_agreement")
+    assert readable(r["fp8_max_abs_diff"]) in c.prompt
+    assert f"{readable(100 * r['fp8_top1_agreement'])} %" in c.prompt
+    assert c.choices[c.answer].startswith("Only where the two highest logits")
+
+
+@pytest.mark.parametrize(("fault", "short"), [("missing-shard", True), ("shape-mismatch", False)])
+def test_shard_doctor_asks_what_total_size_checks(fault: str, short: bool) -> None:
+    c, r = _concept("shard-doctor", {"fault": fault}, "errors")
+    assert (r["tensor_bytes_found"] < r["total_size_bytes"]) == short
+    assert ("fall short" in c.explanation) == short
+    assert f"{r['tensors_found']} of the {r['tensors_expected']} tensors" in c.prompt
+
+
+def test_vram_observe_asks_what_sets_the_weights_memory() -> None:
+    c, r = _concept("vram-observe", {}, "weights_mib")
+    dtype = r["summaries"][0]["dtype"]
+    per_param = r["weights_mib"] * 2**20 / r["param_count"]
+    assert f"{readable(per_param, 3)} bytes per parameter for {dtype}" in c.explanation
+    assert c.answer == 0
