@@ -104,6 +104,16 @@ def test_a_run_whose_stream_ends_is_quiet(noisy_page, lab_stack) -> None:  # typ
     noise.where = "run"
     url = run_lab(page, lab_stack.url)
     page.wait_for_timeout(1500)  # the stream's close arrives after its last event
+    # The page closes its stream itself on the `end` event (static/js/app.js), so the SSE
+    # extension never sees the server's close as an error. On a loaded machine the end of
+    # the chunked response can arrive after that event has run: Chromium then reports the
+    # request it closed as aborted. That one abort, of this run's own stream after the
+    # finished run is shown, is the page's doing, not a failure; anything else still counts.
+    expect(page.locator("section.run")).to_have_attribute("data-status", "succeeded")
+    own_close = f"run: failed: {url}/stream?"
+    closes = [i for i in noise.items if i.startswith(own_close) and i.endswith("ERR_ABORTED")]
+    assert len(closes) <= 1, closes
+    noise.items = [i for i in noise.items if i not in closes]
     assert page.evaluate(DUPLICATE_IDS) == []
     assert page.locator("h1").count() == 1  # the run is the page: its title is the h1
     noise.where = "finished run"
