@@ -368,7 +368,9 @@ def test_ten_learners_at_once_keep_lab_runs_flowing(live: Stack) -> None:
 
     def one(c: httpx.Client) -> None:
         try:
-            results.append(judged(c, "def solve(x):\n    return x + 1\n", "submit")["status"])
+            sub = judged(c, "def solve(x):\n    return x + 1\n", "submit")
+            # The whole submission when it did not pass: its message says why.
+            results.append("passed" if sub["status"] == "passed" else str(sub))
         except Exception as e:  # noqa: BLE001 - reported by the assertion below
             results.append(f"{type(e).__name__}: {e}")
 
