@@ -336,7 +336,7 @@ def main() -> int:
             f"{worst / BIG_TARGET_S:.2f} ({'PASS' if worst < BIG_TARGET_S else 'MISS'})"
         )
 
-    if not args.no_redis:
+    if not args.no_redis and args.throughput_runs > 0:
         from sqlalchemy import create_engine, text
 
         name = f"lowbit_bench_{secrets.token_hex(4)}"
