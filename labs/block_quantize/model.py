@@ -1,13 +1,5 @@
-"""block-quantize's parameters and result (no torch): quantize a tensor to one format
-and look inside.
-
-The tensor is drawn from a distribution (normal, uniform, Laplace, normal with
-injected outliers) or is the learner's own values — for instance the 16 values
-of one NVFP4 block. The lab shows the codes and scales of the first blocks, the
-stored bytes and bits per value, the error split into rounding error (values
-inside the block's representable range) and clipping error (values beyond it),
-and histograms of the values and of the errors.
-"""
+"""block-quantize's parameters and result (no torch); what the lab shows is in the
+package's docstring (``labs.block_quantize``)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
-"""Lab ``dot-product-scales``: where the scales go in a quantized matmul.
-
-``C = A @ W.T`` with activations A (m × k) and weights W (n × k), both quantized
-along K. A scale that is constant along K (per tensor, per row) factors out of
-the dot product, so a kernel sums the element products first and multiplies by
-``s_a[i] · s_w[j]`` once, in its epilogue — exact. A block scale changes inside
-the sum: it must be applied to each K block's partial sum inside the reduction
-(what MX / NVFP4 tensor cores and GGUF's dot kernels do). Applied after the full
-dot product instead, one scale per row stands in for many and the result is
-wrong by far more than the quantization error.
-
-The lab computes, against the float32 product of the unquantized operands:
-(a) per-channel (or per-tensor) scales after the dot product, (b) the chosen
-block scales inside the reduction (``labs.quant.matmul``), (c) the same block
-scales wrongly applied after the full dot product; then what an integer
-accumulator must hold (K · 127² for int8) and, for asymmetric (zero-point)
-quantization, the cross terms the zero points add to every dot product.
-"""
+"""dot-product-scales' parameters and result (no torch); the lab's story is in the
+package's docstring (``labs.dot_product_scales``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Lab ``quant-algorithms``: round-to-nearest vs GPTQ vs AWQ on a real model.
-
-The same format (default int4, groups of 128) reached three ways: plain
-round-to-nearest (RTN); GPTQ, which rounds column by column and pushes each
-error onto the columns still to come using calibration activations; AWQ, which
-scales salient input channels up before rounding. GPTQ and AWQ calibrate on
-``calibration_tokens`` of the training split (``calibration.txt``); every
-method is judged on both the calibration text and the held-out text, because a
-method that only looks good on its calibration data has overfitted it.
-"""
+"""quant-algorithms' parameters and result (no torch); what the lab compares is in the
+package's docstring (``labs.quant_algorithms``)."""
 
 from __future__ import annotations
 

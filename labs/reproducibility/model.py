@@ -1,18 +1,5 @@
-"""Lab ``reproducibility``: "same input, different result after an update" — a drill.
-
-A 2-layer MLP built from a fixed seed runs one fixed batch. The lab records
-what a bug report needs (torch, Python, device, dtype, matmul settings, input
-shape, seed), then compares the outputs that people expect to be equal:
-
-- two runs of the same code (bitwise, with ``torch.use_deterministic_algorithms``);
-- one test case computed alone and inside the batch (batch invariance);
-- on the CPU, 1 thread against all threads (reduction order);
-- fp32 weights against int8 (symmetric, per output channel) and fp8 E4M3
-  (per-tensor scale) weights: max |Δlogit| and top-1 agreement over the batch.
-
-Activations stay fp32 throughout (weight-only quantization), so every
-difference in the last comparison comes from the weights' rounding.
-"""
+"""reproducibility's parameters and result (no torch); the drill is described in the
+package's docstring (``labs.reproducibility``)."""
 
 from __future__ import annotations
 
