@@ -50,6 +50,18 @@ def model_choices() -> list[str]:
         return [models.SHIPPED]
 
 
+def eval_tokens_field(default: int) -> Any:
+    """The held-out tokens a model lab evaluates: the same bounds and words for every
+    lab, the default its own (the lighter labs evaluate fewer by default)."""
+    return Field(
+        default=default,
+        ge=MIN_CONTEXT,
+        le=MAX_EVAL_TOKENS,
+        title="Tokens evaluated",
+        description="Held-out tokens evaluated (the first ones of the held-out text)",
+    )
+
+
 class ModelParams(LabParams):
     """Parameters every model lab has: which model, how many held-out tokens, window size."""
 
@@ -59,13 +71,7 @@ class ModelParams(LabParams):
         "this server offers",
         json_schema_extra={"enum": list[Any](model_choices())},
     )
-    eval_tokens: int = Field(
-        default=2048,
-        ge=MIN_CONTEXT,
-        le=MAX_EVAL_TOKENS,
-        title="Tokens evaluated",
-        description="Held-out tokens evaluated (the first ones of the held-out text)",
-    )
+    eval_tokens: int = eval_tokens_field(2048)
     context: int = Field(
         default=256,
         ge=MIN_CONTEXT,

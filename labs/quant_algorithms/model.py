@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from labs.base import LabResult
 from labs.catalog.formats import QuantFormatKey
-from labs.lm.session import WeightParams, field_error
+from labs.lm.session import WeightParams, eval_tokens_field, field_error
 
 Method = Literal["rtn", "gptq", "awq"]
 # AWQ's scale groups: linears that read the same input share one scale, which a real
@@ -24,13 +24,7 @@ AWQ_GROUPS = (
 
 class QuantAlgorithmsParams(WeightParams):
     format: QuantFormatKey = Field(default="int4", description="The format every method produces")
-    eval_tokens: int = Field(
-        default=1024,
-        ge=16,
-        le=131_072,
-        title="Tokens evaluated",
-        description="Held-out tokens evaluated (the first ones of the held-out text)",
-    )
+    eval_tokens: int = eval_tokens_field(1024)
     methods: list[Method] = Field(
         default_factory=lambda: list(get_args(Method)),
         min_length=1,

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 from labs.base import LabResult
 from labs.catalog.formats import QUANT_BLOCK_SIZES, QuantFormatKey
 from labs.lm import spec
-from labs.lm.session import WeightParams, field_error
+from labs.lm.session import WeightParams, eval_tokens_field, field_error
 
 Unit = Literal["tensor", "kind", "layer"]
 
@@ -23,13 +23,7 @@ class TensorSensitivityParams(WeightParams):
         default="channel",
         description="For int8/int4/fp8: tensor, channel or a block size; default: the format's own",
     )
-    eval_tokens: int = Field(
-        default=1024,
-        ge=16,
-        le=131_072,
-        title="Tokens evaluated",
-        description="Held-out tokens evaluated (the first ones of the held-out text)",
-    )
+    eval_tokens: int = eval_tokens_field(1024)
     unit: Unit = Field(
         default="kind",
         description="What is quantized at a time: one tensor, one kind (q_proj … down_proj) "
