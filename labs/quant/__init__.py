@@ -18,7 +18,6 @@ alone loads nothing else of the library.
 from __future__ import annotations
 
 from importlib import import_module
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from labs.quant.constants import (
@@ -32,10 +31,9 @@ from labs.quant.constants import (
 from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey, FormatSpec
 
 if TYPE_CHECKING:
-    from labs.quant.core import Format, Layout, bits_per_value, get_format, quantize
+    from labs.quant.api import FORMATS, bits_per_value, get_format, quantize
+    from labs.quant.core import Format, Layout
     from labs.quant.tensor import Affine, QuantizedTensor
-
-    FORMATS: MappingProxyType[str, Format]
 
 # Loaded on first use, so that ``import labs.quant.spec`` (which imports this package
 # first) loads the table of formats alone: not the format classes, the block operations
@@ -43,21 +41,16 @@ if TYPE_CHECKING:
 _LAZY = {
     "Format": "labs.quant.core",
     "Layout": "labs.quant.core",
-    "bits_per_value": "labs.quant.core",
-    "get_format": "labs.quant.core",
-    "quantize": "labs.quant.core",
+    "FORMATS": "labs.quant.api",
+    "bits_per_value": "labs.quant.api",
+    "get_format": "labs.quant.api",
+    "quantize": "labs.quant.api",
     "Affine": "labs.quant.tensor",
     "QuantizedTensor": "labs.quant.tensor",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FORMATS":
-        from labs.quant.formats import registry  # importing it registers every format
-
-        formats = MappingProxyType({key.value: registry()[key]() for key in FormatKey})
-        globals()["FORMATS"] = formats  # Every format by key, in ``FormatKey`` order.
-        return formats
     if name in _LAZY:
         import_module("labs.quant.formats")
         value = getattr(import_module(_LAZY[name]), name)

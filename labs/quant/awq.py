@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from labs.quant import quantize
+from labs.quant.api import quantize
 
 CLIP_GRID = 20  # the reference's n_grid
 CLIP_MAX_SHRINK = 0.5  # the reference's max_shrink: shrinks i/20 for i < 10
@@ -134,7 +134,7 @@ def awq(
     compares the whole module's output, e.g. the MLP after ``down_proj``); by default
     each linear's own output ``x Wᵢᵀ``. ``n_grid=1`` searches no scale (``α = 0``: round
     to nearest, with clipping where asked)."""
-    from labs.quant import get_format
+    from labs.quant.api import get_format
     from labs.quant.parallel import map_chunks
 
     opts = dict(options or {})

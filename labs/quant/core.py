@@ -1,4 +1,4 @@
-"""The Format base class, the registry and ``quantize`` (``QuantizedTensor``: tensor.py).
+"""The Format base class and the registry (``quantize``: api.py; ``QuantizedTensor``: tensor.py).
 
 Each format is one class registered by key (``class Q4_0(GGUFFormat, key="q4_0")``) plus
 its row in ``labs.quant.spec``, which fixes its block, element and scale bits: the base
@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from labs.quant import constants as C
 from labs.quant.blockops import block_absmax
 from labs.quant.parallel import map_chunks
 from labs.quant.spec import SPECS, FormatKey, FormatSpec
@@ -433,51 +432,3 @@ def _raise_if_nonfinite(key: str, x: torch.Tensor, values: list[torch.Tensor]) -
         f"{key}: non-finite value {value} at index {index}; pass nonfinite='propagate' "
         "to keep the format's own NaN/Inf behaviour"
     )
-
-
-# --- public entry points -------------------------------------------------------------------
-
-
-def get_format(fmt: str | Format, **options: Any) -> Format:
-    """The format for ``fmt`` (a key or a Format) with ``options`` applied."""
-    from labs.quant import FORMATS
-
-    if isinstance(fmt, Format):
-        return fmt.configure(**options)
-    if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; valid formats are {sorted(FORMATS)}")
-    return FORMATS[fmt].configure(**options)
-
-
-def quantize(x: torch.Tensor, fmt: str | Format, **options: Any) -> QuantizedTensor:
-    """Quantize ``x`` to format ``fmt`` (a key of FORMATS) with the format's options.
-
-    Options by format: ``granularity`` ("tensor" | "channel" | block size, for int8,
-    int4, fp8_e4m3, fp8_e5m2), ``zero_point`` and ``scale_dtype`` ("fp32" | "fp16",
-    int8, int4), ``scale_rounding``
-    ("floor" | "rceil", MX formats), ``double_quant`` (nf4), and ``nonfinite``
-    ("raise" | "propagate", every format). Unknown keys or options raise ValueError.
-    """
-    return get_format(fmt, **options).quantize(x)
-
-
-def bits_per_value(fmt: str, shape: tuple[int, ...] | None = None, **options: Any) -> float:
-    """Stored bits per element of ``fmt``, scales and zero points included.
-
-    Without ``shape``: element bits plus per-block scale, zero-point and (NF4 double
-    quantization) second-level bits, e.g. q4_0 4.5, mxfp4 4.25, nvfp4 4.5; values stored
-    once per tensor or per row are left out since they depend on the shape. With
-    ``shape``: exact, ``8 * storage bytes / elements`` for a tensor of that shape.
-
-    Scale types: int8/int4 and fp8_e4m3/fp8_e5m2 store float32 scales (4 bytes per
-    tensor, row or block) and, with ``zero_point=True``, one zero point of the element
-    width (8 or 4 bits) per scale. So ``bits_per_value("int4", granularity=128)`` is
-    4 + 32/128 = 4.25, and 4 + 36/128 = 4.28125 with a zero point. int8/int4 with
-    ``scale_dtype="fp16"`` store 2-byte scales, as GPTQ and AWQ checkpoints do:
-    ``bits_per_value("int4", granularity=128, scale_dtype="fp16")`` is 4 + 16/128 = 4.125.
-    """
-    f = get_format(fmt, **options)
-    if shape is None:
-        return f.bits_per_value
-    layout = f.layout_for(tuple(shape))
-    return C.BITS_PER_BYTE * f.storage_bytes(layout) / layout.numel

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from labs.quant import get_format, quantize
+from labs.quant.api import get_format, quantize
 
 
 @cache

@@ -114,8 +114,11 @@ def _is_type_checking(node: ast.If) -> bool:
 def runtime_imports(path: Path, known: set[str]) -> set[str]:
     """The modules of ``known`` that ``path`` imports when it runs, at the top or inside
     a function: an import under ``if TYPE_CHECKING:`` never runs; ``from pkg import
-    name`` imports ``pkg.name`` where that is a module, else ``pkg``; an import of a
-    module's own package (or one above it) is no edge, Python runs that first anyway."""
+    name`` imports ``pkg.name`` where that is a module, else ``pkg``. A module's own
+    package (or one above it) runs first anyway, so ``import pkg`` or ``from pkg import
+    submodule`` there is no edge; ``from pkg import name`` of a name the package's
+    ``__init__`` defines is one (the ``__init__`` that imports this module back closes a
+    cycle)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     me = module_name(path)
     skipped = {
@@ -128,10 +131,10 @@ def runtime_imports(path: Path, known: set[str]) -> set[str]:
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found: set[str] = set()
 
-    def add(name: str) -> None:
+    def add(name: str, *, uses_init: bool = False) -> None:
         while name and name not in known:
             name = name.rpartition(".")[0]
-        if name and name != me and not me.startswith(name + "."):
+        if name and name != me and (uses_init or not me.startswith(name + ".")):
             found.add(name)
 
     for node in ast.walk(tree):
@@ -149,19 +152,26 @@ def runtime_imports(path: Path, known: set[str]) -> set[str]:
                 module = node.module or ""
             for alias in node.names:
                 sub = f"{module}.{alias.name}"
-                add(sub if sub in known else module)
+                if sub in known:
+                    add(sub)
+                else:
+                    add(module, uses_init=module in known)
     return found
 
 
 def runtime_graph(package: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports when it runs (``runtime_imports``)."""
+    """Module -> the modules of ``package`` it imports when it runs (``runtime_imports``).
+    A compiled extension (a ``.c`` source pip builds beside it) is a module too."""
     paths = modules(package)
+    root = ROOT / package.replace(".", "/")
     known = {module_name(p) for p in paths}
+    known |= {module_name(c) for c in root.rglob("*.c")}
     return {module_name(p): runtime_imports(p, known) for p in paths}
 
 
 # Issue 21 counted 8 cycles inside labs/ (5 lab⇄presenter pairs, claims⇄facts,
-# lm.evaluate⇄lm.reference, the quant core⇄formats⇄tensor ring); none is left.
+# lm.evaluate⇄lm.reference, the quant core⇄formats⇄tensor ring), then the labs.quant ring
+# where core, awq and gptq took names from the package's own __init__; none is left.
 KNOWN_CYCLES: list[list[str]] = []
 
 
@@ -185,6 +195,25 @@ def test_the_cycle_counter_finds_a_lazy_cycle_and_skips_type_checking(
     )
     (pkg / "c2.py").write_text("import labs.c\n", encoding="utf-8")
     assert import_cycles(runtime_graph("labs")) == [["labs.a", "labs.b"]]
+
+
+def test_the_cycle_counter_sees_a_module_using_its_own_packages_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # labs/p/__init__.py imports labs.p.core, which takes a name the __init__ defines:
+    # a cycle. labs.p.ok imports only a sibling module and a compiled extension through
+    # the package: no edge to the __init__, so no cycle.
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    pkg = tmp_path / "labs" / "p"
+    pkg.mkdir(parents=True)
+    (tmp_path / "labs" / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "__init__.py").write_text("from labs.p.core import f\nTABLE = {}\n", encoding="utf-8")
+    (pkg / "core.py").write_text("def f():\n    from labs.p import TABLE\n", encoding="utf-8")
+    (pkg / "ok.py").write_text("from labs.p import core, _ext\n", encoding="utf-8")
+    (pkg / "_ext.c").write_text("/* built by pip */\n", encoding="utf-8")
+    graph = runtime_graph("labs")
+    assert graph["labs.p.ok"] == {"labs.p.core", "labs.p._ext"}
+    assert import_cycles(graph) == [["labs.p", "labs.p.core"]]
 
 
 def lab_files(lab: str) -> list[Path]:
