@@ -91,9 +91,7 @@ def warm_charts() -> None:
     matplotlib and numpy (no torch op, no thread pool: the parent stays fork-safe)."""
     from labs.viz import charts
 
-    charts.binned_histogram(
-        [0.0, 1.0, 2.0, 3.0], [1, 5000, 2], title="Warm-up", x_label="x", note="1 beyond"
-    )  # a log count axis
+    charts.histogram([0.0, 1.0, 1.5, 3.0], title="Warm-up", value_label="x")
     charts.line_chart(
         {"a 1": ([1.0, 2.0, 4.0], [0.5, 1.5, 1.0])},
         title="Warm-up: 0.5 µs × 10³ − 2",

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from labs.viz import svgplot
 from labs.viz.theme import (
     C1,
     C2,
@@ -176,6 +177,10 @@ LEGEND_BELOW: dict[str, Any] = {"loc": "outside lower left", "ncols": 2}
 NOTE_HEADROOM = 1.2  # linear count axis: the top is this times the tallest bar
 NOTE_HEADROOM_LOG = 12.0  # log count axis: about one decade more
 AXIS_TICKS = 4
+LOG_COUNT_FLOOR = 0.8  # a log count axis starts just under one value
+HISTOGRAM_TOP = 24.0  # points above the plot area: the title
+HISTOGRAM_BOTTOM = 38.0  # below it: tick labels and the axis title
+BARS_BOTTOM = 58.0  # and the legend under a bar chart
 
 
 def needs_log_counts(counts: Sequence[float]) -> bool:
@@ -193,50 +198,39 @@ def binned_histogram(
     note: str = "",
     log_counts: bool | None = None,
 ) -> str:
-    """Bars of already-binned data (``len(edges) == len(counts) + 1``). ``note`` (for
-    instance the values beyond the range shown) is written inside the axes."""
+    """Bars of already-binned data (``len(edges) == len(counts) + 1``), as one stepped
+    path. ``note`` (for instance the values beyond the range shown) is written inside
+    the axes, above the tallest bar. Written without matplotlib (``labs.viz.svgplot``):
+    every block-quantize run draws two."""
     if len(edges) != len(counts) + 1:
         raise ValueError("a histogram needs one more edge than counts")
     log = needs_log_counts(counts) if log_counts is None else log_counts
-
-    def draw(ax: Any) -> None:
-        ax.stairs(list(counts), list(edges), fill=True, color=C1, alpha=0.85)
-        if log:
-            _log_counts_axis(ax)
-        ax.set_xlabel(x_label)
-        ax.set_ylabel("values (log scale)" if log else "values")
-        ax.set_title(title)
-        ax.grid(axis="y", linewidth=0.5)
-        ax.set_axisbelow(True)
-        peak = max(counts, default=0) or 1
-        if note:
-            # Headroom so the note sits above the tallest bar, never on it.
-            ax.set_ylim(top=peak * (NOTE_HEADROOM_LOG if log else NOTE_HEADROOM))
-            ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top", color=C2)
-
-    return render(draw)
-
-
-def _log_counts_axis(ax: Any) -> None:
-    """A log count axis with ticks at the decades only, labelled 1, 10, 100, 1k, 10k… in
-    plain text. matplotlib's default labels them 10ⁿ in mathtext, which a learner reads
-    slower, and adds 8 unlabelled minor ticks a decade whose layout alone took 0.3 s a
-    chart here."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=0.8)
-    ax.yaxis.set_major_locator(LogLocator(base=10))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: count_label(v)))
-    ax.yaxis.set_minor_locator(NullLocator())
-
-
-def count_label(v: float) -> str:
-    """1, 10, 100, 1k, 10k, 100k, 1M…: a count on a log axis."""
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if v >= scale:
-            return f"{v / scale:g}{suffix}"
-    return f"{v:g}"
+    peak = max(counts, default=0) or 1
+    # Headroom so a note sits above the tallest bar, never on it.
+    top = peak * ((NOTE_HEADROOM_LOG if log else NOTE_HEADROOM) if note else 1.05)
+    # A log axis starts just under one value and has a tick at each decade only.
+    floor = LOG_COUNT_FLOOR if log else 0.0
+    if log:
+        ticks = [10.0**k for k in range(math.floor(math.log10(top)) + 1)]
+    else:
+        ticks = svgplot.nice_ticks(0.0, top, AXIS_TICKS + 1)
+    labels = [svgplot.count_text(t) for t in ticks]
+    margin = (HISTOGRAM_TOP, svgplot.PAD * 2, HISTOGRAM_BOTTOM, svgplot.left_margin(labels, True))
+    plot = svgplot.Plot.inches(FIGURE_SIZE_IN, margin)
+    plot.x_range, plot.y_range, plot.log_y = (edges[0], edges[-1]), (floor, top), log
+    plot.y_axis(ticks, labels, "values (log scale)" if log else "values")
+    base = plot.y(floor)
+    steps = "".join(
+        f"V{plot.y(max(c, floor)):.2f}H{plot.x(edges[i + 1]):.2f}" for i, c in enumerate(counts)
+    )
+    plot.path(f"M{plot.x(edges[0]):.2f} {base:.2f}{steps}V{base:.2f}z", fill=C1, opacity=0.85)
+    x_ticks = svgplot.nice_ticks(edges[0], edges[-1], AXIS_TICKS + 1)
+    plot.x_axis(x_ticks, [svgplot.tick_text(t, x_ticks) for t in x_ticks], x_label)
+    plot.title(title)
+    if note:
+        _, top_y, right, _ = plot.box
+        plot.text(right - 2, top_y + 2, note, anchor="end", colour=C2, baseline="hanging")
+    return plot.svg()
 
 
 def error_split_bars(
@@ -248,28 +242,33 @@ def error_split_bars(
     value_label: str = "mean squared error",
 ) -> str:
     """One stacked bar per row: rounding error then clipping error, each bar labelled
-    with its total and the share from clipping."""
+    with its total and the share from clipping; the legend below. Written without
+    matplotlib (``labs.viz.svgplot``)."""
     names = [short_label(x) for x in labels]
-
-    def draw(ax: Any) -> None:
-        from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-        ax.barh(names, rounding, color=C1, label="rounding (inside the range)")
-        ax.barh(names, clipping, left=rounding, color=C2, label="clipping (beyond it)")
-        ax.xaxis.set_major_locator(MaxNLocator(AXIS_TICKS))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: readable(v)))
-        ax.invert_yaxis()
-        peak = max((r + c for r, c in zip(rounding, clipping, strict=True)), default=0.0)
-        for y, (r, c) in enumerate(zip(rounding, clipping, strict=True)):
-            total = r + c
-            share = f", {c / total:.0%} clipping" if total > 0 and c > 0 else ""
-            ax.text(total + peak * 0.02, y, f"{readable(total)}{share}", va="center")
-        ax.set_xlim(0, peak * 1.6 if peak > 0 else 1)
-        ax.set_xlabel(value_label)
-        ax.set_title(title)
-        ax.figure.legend(**LEGEND_BELOW)
-
-    return render(draw, _bar_size(len(names)))
+    peak = max((r + c for r, c in zip(rounding, clipping, strict=True)), default=0.0)
+    totals = [
+        f"{readable(r + c)}" + (f", {c / (r + c):.0%} clipping" if r + c > 0 and c > 0 else "")
+        for r, c in zip(rounding, clipping, strict=True)
+    ]
+    plot = svgplot.Plot.inches(
+        _bar_size(len(names)),
+        (HISTOGRAM_TOP, svgplot.PAD * 2, BARS_BOTTOM, svgplot.left_margin(names, axis_title=False)),
+    )
+    # Room right of the longest bar for its label: the axis reaches 1.6× the peak.
+    plot.x_range = (0.0, peak * 1.6 if peak > 0 else 1.0)
+    n = max(len(names), 1)
+    plot.y_range = (n - 0.5, -0.5)  # row 0 at the top
+    ticks = svgplot.nice_ticks(*plot.x_range, AXIS_TICKS)
+    plot.x_axis(ticks, [readable(t) for t in ticks], value_label)
+    plot.y_axis(list(range(len(names))), names, grid=False)
+    for row, (r, c, total) in enumerate(zip(rounding, clipping, totals, strict=True)):
+        plot.hbar(row - 0.4, row + 0.4, 0.0, r, C1)
+        if c > 0:
+            plot.hbar(row - 0.4, row + 0.4, r, r + c, C2)
+        plot.text(plot.x(r + c) + 4, plot.y(row), total, baseline="middle")
+    plot.title(title)
+    plot.legend([(C1, "rounding (inside the range)"), (C2, "clipping (beyond it)")])
+    return plot.svg()
 
 
 def value_grid(
@@ -282,35 +281,28 @@ def value_grid(
 ) -> str:
     """The format's representable values (thin lines) with each input value (top row)
     joined to the value it is stored as (bottom row): rounding is a short step to a
-    neighbour, clipping a long slide to the end of the grid."""
-
-    def draw(ax: Any) -> None:
-        # One path each (NaN breaks the line), not a line per level: E4M3 has 253.
-        ax.plot(
-            *_segments([(g, -0.4, g, 1.4) for g in levels]),
-            color=MUTED,
-            linewidth=0.6,
-            alpha=0.45,
-            zorder=0,
-        )
-        ax.plot(
-            *_segments([(v, 1, s, 0) for v, s in zip(values, stored, strict=True)]),
-            color=MUTED,
-            linewidth=0.8,
-            zorder=1,
-        )
-        ax.scatter(values, [1] * len(values), color=C1, s=18, zorder=2, label="your value")
-        ax.scatter(
-            stored, [0] * len(stored), color=C2, s=22, marker="D", zorder=2, label="stored as"
-        )
-        ax.set_yticks([1, 0], ["your value", "stored as"])
-        ax.set_ylim(-0.4, 1.4)
-        ax.set_xlabel(x_label)
-        ax.set_title(title)
-        ax.spines["left"].set_visible(False)
-        ax.tick_params(axis="y", length=0)
-
-    return render(draw, (FIGURE_SIZE_IN[0], GRID_HEIGHT_IN))
+    neighbour, clipping a long slide to the end of the grid. Written without matplotlib
+    (``labs.viz.svgplot``): the lead figure of every block-quantize run on a float grid."""
+    rows = ["your value", "stored as"]
+    plot = svgplot.Plot.inches(
+        (FIGURE_SIZE_IN[0], GRID_HEIGHT_IN),
+        (HISTOGRAM_TOP, svgplot.PAD * 2, HISTOGRAM_BOTTOM, svgplot.left_margin(rows, False)),
+    )
+    every = [*levels, *values, *stored]
+    lo, hi = min(every, default=0.0), max(every, default=1.0)
+    pad = (hi - lo) * 0.04 or 1.0
+    plot.x_range, plot.y_range = (lo - pad, hi + pad), (-0.4, 1.4)
+    plot.segments(((g, -0.4, g, 1.4) for g in levels), stroke=MUTED, width=0.6, opacity=0.45)
+    plot.segments(
+        ((v, 1.0, s, 0.0) for v, s in zip(values, stored, strict=True)), stroke=MUTED, width=0.8
+    )
+    plot.markers(((v, 1.0) for v in values), C1)
+    plot.markers(((s, 0.0) for s in stored), C2, shape="diamond", r=3.2)
+    ticks = svgplot.nice_ticks(lo, hi, AXIS_TICKS + 2)
+    plot.x_axis(ticks, [svgplot.tick_text(t, ticks) for t in ticks], x_label)
+    plot.y_axis([1.0, 0.0], rows, grid=False, spine=False)
+    plot.title(title)
+    return plot.svg()
 
 
 def memory_bars(
