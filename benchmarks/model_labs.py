@@ -35,15 +35,17 @@ RSS_TOKENS = (2048, 8192, 16384, 32768, 65536, 111_133)
 
 
 def configure() -> str:
-    """Threads as the worker gives a lone run's child here; returns a description."""
+    """Threads as the worker gives a lone run's child here (the model labs have
+    ``wide_ops``: every core as torch threads); returns a description."""
     import torch
 
     from labs.quant.parallel import set_workers
     from labs.runtime.sandbox import lab_cpus, lab_threads
 
-    torch.set_num_threads(lab_threads(1))
-    set_workers(max(lab_threads(1), lab_cpus(1)))
-    return f"{lab_threads(1)} torch thread(s), {lab_cpus(1)} chunk worker(s)"
+    threads = lab_threads(1, wide_ops=True)
+    torch.set_num_threads(threads)
+    set_workers(max(threads, lab_cpus(1)))
+    return f"{threads} torch thread(s), {lab_cpus(1)} chunk worker(s)"
 
 
 def run_once(lab_id: str, params: dict) -> tuple[float, float]:

@@ -181,7 +181,7 @@ def _position_bins(tot: Any) -> tuple[list[PositionBin], dict[str, float | int |
 
 def present(r: KVQuantResult, params: KVQuantParams, ctx: Context) -> None:
     """KL by position (figure and table), then the KL and the cache's bits per value."""
-    from labs.viz.model_charts import band_line
+    from labs.viz.model_charts import band_line, bars_data
 
     bins = r.kl_by_position
 
@@ -196,7 +196,16 @@ def present(r: KVQuantResult, params: KVQuantParams, ctx: Context) -> None:
             x_label="position in the window (tokens)",
             y_label="KL, nats per token",
         ),
-        {"bins": [b.model_dump() for b in bins]},
+        {
+            "bins": [b.model_dump() for b in bins],
+            **bars_data(
+                f"KV cache in {params.kv_format}: KL by position",
+                [f"{b.start}–{b.stop}" for b in bins],
+                [b.kl_divergence for b in bins],
+                [b.kl_interval for b in bins],
+                "KL, nats per token (whiskers: 95 % interval)",
+            ),
+        },
         id="kl-by-position",
     )
     ctx.table(
@@ -299,6 +308,7 @@ LAB = Lab(
     present=present,
     time_limit_s=300.0,
     memory_limit_mb=4096,
+    wide_ops=True,
     numeric_outputs=(
         ("kl_divergence", "nats"),
         ("top1_agreement", "fraction"),

@@ -191,7 +191,7 @@ def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
     """SQNR by kind of weight, whiskers from its worst to its best layer: 28 bars of
     dotted names did not read, and a layer x kind colour grid painted 0.1 dB of noise as
     contrast."""
-    from labs.viz.model_charts import interval_bars
+    from labs.viz.model_charts import bars_data, interval_bars
 
     shown = [r for r in rows if r.quantized and r.sqnr_db is not None]
     if not shown:
@@ -213,14 +213,13 @@ def _plot_sqnr(ctx: Context, rows: list[TensorRow], fmt_label: str) -> None:
         {
             "tensors": [r.name for r in shown],
             "sqnr_db": [r.sqnr_db for r in shown],
-            # The bars themselves, so a compare page can redraw two runs on one axis.
-            "kind": "bars",
-            "title": f"{fmt_label}: SQNR by kind of weight",
-            "labels": kinds,
-            "values": [sum(v) / len(v) for v in by_kind.values()],
-            "low": [min(v) for v in by_kind.values()],
-            "high": [max(v) for v in by_kind.values()],
-            "x_label": "SQNR, dB (whiskers: lowest and highest layer)",
+            **bars_data(
+                f"{fmt_label}: SQNR by kind of weight",
+                kinds,
+                [sum(v) / len(v) for v in by_kind.values()],
+                [[min(v), max(v)] for v in by_kind.values()],
+                "SQNR, dB (whiskers: lowest and highest layer)",
+            ),
         },
         id="sqnr",
     )
@@ -323,6 +322,7 @@ LAB = Lab(
     present=present,
     time_limit_s=300.0,
     memory_limit_mb=4096,
+    wide_ops=True,
     numeric_outputs=(
         ("kl_divergence", "nats"),
         ("top1_agreement", "fraction"),

@@ -9,8 +9,9 @@ The model labs' cost is counted in forward passes of their model over tokens,
 each token costing in proportion to the multiply-adds of one decoder step (the
 linear layers, the head and attention over the window); GPTQ and AWQ add
 passes over the calibration text and work per linear layer. The coefficients
-were fitted to the CPU seconds of runs through a real worker (one torch
-thread, as ``make run`` gives a lab on two cores): ``benchmarks/cost_model.py``
+were fitted to the CPU seconds of runs through a real worker on one torch
+thread; a model lab now runs on every core of its run (``Lab.wide_ops``), 1.2-1.8x
+faster on two, so for it the estimate is the slow end of the wait. ``benchmarks/cost_model.py``
 measures them again and prints estimate against measurement, and
 ``tests/integration/test_fairness.py`` keeps each model lab's default and a
 larger run within a factor of two.
@@ -50,9 +51,10 @@ AWQ_PASSES_PER_TOKEN = 21.0
 AWQ_FIXED_S = 1.3
 # Quantizing the model's linear weights once (seconds per weight).
 QUANTIZE_S_PER_WEIGHT = 1.0e-8
-# A block-quantize of one element, and its figures (seconds).
+# A block-quantize of one element, and its four figures, written as SVG without
+# matplotlib since issue 20 (labs.viz.svgplot: 0.3 s before) (seconds).
 ELEMENT_S = 2.0e-8
-DRAW_S = 0.3
+DRAW_S = 0.03
 # Labs without a model of their own: tables, arithmetic and a figure or two.
 DEFAULT_S = 0.5
 

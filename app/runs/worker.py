@@ -404,7 +404,7 @@ class LabWorker:
             device=device,
             user=self.settings.sandbox_user,
             hide=self.hidden_paths(),
-            threads=lab_threads(self.settings.worker_concurrency),
+            threads=lab_threads(self.settings.worker_concurrency, lab.wide_ops),
             cpus=lab_cpus(self.settings.worker_concurrency),
         )
 

@@ -35,6 +35,7 @@ LAB = Lab(
     present=present,
     time_limit_s=900.0,
     memory_limit_mb=4096,
+    wide_ops=True,
     headline=quant_algorithms,
     choice_outputs=(
         ChoiceOutput(

@@ -164,7 +164,7 @@ def quant_algorithms_concept(r: Result, metric: str) -> Concept | None:
 
 def present(r: QuantAlgorithmsResult, params: QuantAlgorithmsParams, ctx: Context) -> None:
     """Each method's held-out KL, the calibration vs held-out table and the bars."""
-    from labs.viz.model_charts import interval_bars
+    from labs.viz.model_charts import bars_data, interval_bars
 
     fmt_label, results, best = r.format, r.methods, r.best_method
     for m, res in results.items():
@@ -199,6 +199,13 @@ def present(r: QuantAlgorithmsResult, params: QuantAlgorithmsParams, ctx: Contex
             "methods": methods,
             "calibration_kl": [results[m].calibration.kl_divergence for m in methods],
             "heldout_kl": [results[m].heldout.kl_divergence for m in methods],
+            **bars_data(
+                f"{fmt_label}: KL on held-out text",
+                methods,
+                [results[m].heldout.kl_divergence for m in methods],
+                [results[m].heldout.kl_divergence_interval for m in methods],
+                "KL divergence, nats per token (whiskers: 95 % interval)",
+            ),
         },
         id="heldout-kl",
     )

@@ -350,13 +350,15 @@ PROBES = (
     ),
     Lab(
         id="sandbox-probe-slow",
-        title="Sandbox probe with a long time limit (tests only)",
-        summary="Sleeps on request, to test cancellation and lost workers.",
+        title="Sandbox probe with a long time limit and wide ops (tests only)",
+        summary="Sleeps on request, to test cancellation and lost workers; its child gets "
+        "every core as torch threads, as a model lab's does.",
         needs_gpu=NeedsGPU.no,
         params=ProbeParams,
         run=run,
         time_limit_s=30.0,
         memory_limit_mb=256,
+        wide_ops=True,
     ),
     Lab(
         id="sandbox-probe-gpu",

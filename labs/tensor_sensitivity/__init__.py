@@ -32,6 +32,7 @@ LAB = Lab(
     present=present,
     time_limit_s=600.0,
     memory_limit_mb=4096,
+    wide_ops=True,
     headline=headline,
     choice_outputs=(
         ChoiceOutput(

@@ -54,7 +54,7 @@ def finding(r: Stored) -> str:
 
 
 def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) -> None:
-    from labs.viz.model_charts import interval_bars
+    from labs.viz.model_charts import bars_data, interval_bars
     from labs.viz.tiles import readable
 
     ctx.plot(
@@ -67,7 +67,17 @@ def _present_ranking(ctx: Context, ranking: list[Ranked], title: str, fmt: str) 
             value_label="KL divergence, nats per token",
             highlight=ranking[0].unit if ranking else None,
         ),
-        {"units": [r.unit for r in ranking], "kl": [r.kl_divergence for r in ranking]},
+        {
+            "units": [r.unit for r in ranking],
+            "kl": [r.kl_divergence for r in ranking],
+            **bars_data(
+                f"Each unit alone in {fmt}",
+                [r.unit for r in ranking],
+                [r.kl_divergence for r in ranking],
+                [r.kl_interval for r in ranking],
+                "KL divergence, nats per token (whiskers: 95 % interval)",
+            ),
+        },
         id="ranking",
     )
     ctx.table(

@@ -60,16 +60,32 @@ def shared_histograms(leads: Sequence[dict[str, Any] | None]) -> list[Markup] | 
 
 
 def shared_bars(leads: Sequence[dict[str, Any] | None]) -> list[Markup] | None:
-    """Two runs' paired bar figures (model-quality's SQNR by kind of weight) redrawn on
-    one value axis: drawn alone on the worker, q4_0's 21 dB and q8_0's 45 dB bars both
-    filled their plots. None unless both are bar figures with the same labels."""
+    """Two runs' paired bar figures (model-quality's SQNR by kind of weight, the KL of
+    quant-algorithms' methods, of tensor-sensitivity's units, of kv-quant's positions)
+    redrawn on one value axis: drawn alone on the worker, q4_0's 21 dB and q8_0's 45 dB
+    bars both filled their plots. The second run's bars follow the first's order (a
+    ranking may differ). None unless both are bar figures with the same labels."""
     data = _figure_data(leads)
     if len(data) != 2 or not all(d.get("kind") == "bars" and d.get("labels") for d in data):
         return None
-    if data[0]["labels"] != data[1]["labels"]:
+    first, second = data
+    if sorted(first["labels"]) != sorted(second["labels"]):
         return None
+    data = [first, _reordered(second, list(first["labels"]))]
     hi = max(max([*d["values"], *(d.get("high") or [])], default=0.0) for d in data) or 1.0
     return [bars_svg(d, hi) for d in data]
+
+
+def _reordered(d: dict[str, Any], labels: list[str]) -> dict[str, Any]:
+    """Bar figure data ``d`` with its bars in the order of ``labels``."""
+    at = {label: i for i, label in enumerate(d["labels"])}
+    pick = [at[label] for label in labels]
+    series = {
+        key: [d[key][i] for i in pick]
+        for key in ("values", "low", "high")
+        if len(d.get(key) or []) == len(pick)
+    }
+    return {**d, "labels": labels, **series}
 
 
 def bars_svg(d: dict[str, Any], hi: float) -> Markup:

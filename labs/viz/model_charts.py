@@ -20,6 +20,26 @@ def _height(rows: int) -> tuple[float, float]:
     return WIDTH_IN, max(MIN_HEIGHT_IN, 1.2 + ROW_IN * rows)
 
 
+def bars_data(
+    title: str,
+    labels: Sequence[str],
+    values: Sequence[float],
+    intervals: Sequence[Sequence[float] | None],
+    x_label: str,
+) -> dict[str, Any]:
+    """What a bar figure was drawn from, stored with it (``kind: bars``), so the compare
+    page redraws two runs' bars on one value axis (``labs.viz.inline.shared_bars``)."""
+    return {
+        "kind": "bars",
+        "title": title,
+        "labels": list(labels),
+        "values": [float(v) for v in values],
+        "low": [float(iv[0]) if iv else float(v) for v, iv in zip(values, intervals, strict=True)],
+        "high": [float(iv[1]) if iv else float(v) for v, iv in zip(values, intervals, strict=True)],
+        "x_label": x_label,
+    }
+
+
 def interval_bars(
     labels: Sequence[str],
     values: Sequence[float],

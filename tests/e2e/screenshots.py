@@ -2,7 +2,8 @@
 
 Starts the server and an embedded worker the way `make run` does (``lowbit serve
 --embedded-worker``, on a throw-away data directory and a free port), drives Debian's
-Chromium over the pages in ``PAGES`` plus one finished lab run, and writes
+Chromium over the pages in ``PAGES`` plus one finished lab run (and, unless
+``--pages-only``, each model lab's run, a lesson's three runs, compare and shared), and writes
 ``docs/screenshots/<size>-<page>.png`` (full-page shots; git ignores them).
 
 The page list is shared with the browser test that asserts zero console errors on
@@ -51,6 +52,11 @@ PAGES = [
     ("signin", "/signin"),
 ]
 RUN_LAB = "memory-budget"  # finishes in well under a second on a CPU worker
+# The run views issue 20 asks to look at: each model lab's run page at its defaults,
+# a lesson whose three embedded labs are run in order, a compare page, a shared run.
+MODEL_LABS = ("model-quality", "tensor-sensitivity", "quant-algorithms", "kv-quant")
+LESSON_WITH_RUNS = "kv-cache-quantization"  # three embedded labs, model labs among them
+COMPARE = ({"format": "q4_k"}, {"format": "q6_k"})  # block-quantize, same tensor
 
 
 def run_lab(page: Page, base_url: str, lab: str = RUN_LAB) -> str:
@@ -62,8 +68,55 @@ def run_lab(page: Page, base_url: str, lab: str = RUN_LAB) -> str:
     return page.url
 
 
-def shoot(base_url: str, out: Path = OUT) -> list[Path]:
-    """Screenshot every page in ``PAGES`` and one finished run at each size; the files."""
+def start_run(page: Page, base_url: str, lab: str, params: dict[str, str]) -> str:
+    """Run ``lab`` with ``params`` (form fields) from its page; the finished run's path."""
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    page.goto(f"{base_url}/labs/{lab}?{query}")
+    page.locator("#lab-form button[type=submit]").click()
+    page.locator(".run-status .status.succeeded").wait_for(timeout=RUN_TIMEOUT_MS)
+    page.wait_for_url("**/runs/**")
+    return page.url.removeprefix(base_url)
+
+
+def run_lesson(page: Page, base_url: str, slug: str = LESSON_WITH_RUNS) -> None:
+    """Predict and run each embedded lab of lesson ``slug`` in order, as a learner does."""
+    page.goto(f"{base_url}/lessons/{slug}")
+    embeds = page.locator(".lab-embed")
+    for i in range(embeds.count()):
+        embed = embeds.nth(i)
+        prefix = str(embed.get_attribute("id")) + "-"
+        embed.locator(f"#{prefix}pred").fill(f"my guess for step {i + 1}")
+        embed.locator("form.lab-form button[type=submit]").click()
+        embed.locator(".lab-out section.run[data-status=succeeded]").wait_for(
+            timeout=RUN_TIMEOUT_MS
+        )
+
+
+def share(page: Page, base_url: str, run_path: str) -> str:
+    """Make a share link for the run at ``run_path``; the shared page's path."""
+    page.goto(base_url + run_path)
+    page.locator(".share-box button[type=submit]").click()
+    link = page.locator(".share-box input.share-link")
+    link.wait_for()
+    return "/shared/" + str(link.input_value()).split("/shared/", 1)[1]
+
+
+def run_views(page: Page, base_url: str) -> list[tuple[str, str]]:
+    """(name, path) of the run views: the model labs, compare, shared; the lesson's runs
+    are made here too and shot as the page itself."""
+    views = [(f"run-{lab}", start_run(page, base_url, lab, {})) for lab in MODEL_LABS]
+    a, b = (start_run(page, base_url, "block-quantize", p) for p in COMPARE)
+    ids = [path.rsplit("/", 1)[1] for path in (a, b)]
+    views.append(("compare", f"/runs/compare?a={ids[0]}&b={ids[1]}"))
+    views.append(("shared", share(page, base_url, a)))
+    run_lesson(page, base_url)
+    views.append(("lesson-runs", f"/lessons/{LESSON_WITH_RUNS}"))
+    return views
+
+
+def shoot(base_url: str, out: Path = OUT, runs: bool = True) -> list[Path]:
+    """Screenshot every page in ``PAGES`` and one finished run at each size, and with
+    ``runs`` the model labs' runs, a lesson's runs, compare and shared; the files."""
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     with sync_playwright() as pw:
@@ -75,6 +128,8 @@ def shoot(base_url: str, out: Path = OUT) -> list[Path]:
                 # a run is its learner's own: each size's browser context runs its own
                 run_path = run_lab(page, base_url).removeprefix(base_url)
                 pages = [*PAGES, ("run", run_path)]
+                if runs:
+                    pages += run_views(page, base_url)
                 for name, path in pages:
                     page.goto(base_url + path, wait_until="networkidle")
                     path_png = out / f"{size}-{name}.png"
@@ -124,9 +179,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="screenshot a server that is already running here")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--pages-only", action="store_true", help="skip the model labs, lesson, compare, shared"
+    )
     args = parser.parse_args()
     if args.url:
-        files = shoot(args.url.rstrip("/"), args.out)
+        files = shoot(args.url.rstrip("/"), args.out, not args.pages_only)
     else:
         with tempfile.TemporaryDirectory(prefix="lowbit-shots-") as tmp:
             data_dir = Path(tmp) / "data"
@@ -135,7 +193,7 @@ def main() -> int:
             proc = serve(data_dir, port)
             try:
                 wait_ready(f"http://127.0.0.1:{port}", proc)
-                files = shoot(f"http://127.0.0.1:{port}", args.out)
+                files = shoot(f"http://127.0.0.1:{port}", args.out, not args.pages_only)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)

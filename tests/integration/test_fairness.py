@@ -165,10 +165,13 @@ def calibration(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def test_the_cost_estimate_is_within_a_factor_of_two(
     calibration: Stack, lab: str, params: dict[str, Any]
 ) -> None:
-    """Against the CPU seconds the run's child used (one torch thread, as on two cores:
-    the wall time on an idle server), so a busy test machine does not move it."""
+    """Against the CPU seconds the run's child used per torch thread, so a busy test
+    machine does not move it: with one thread that is the wall time on an idle server;
+    a model lab (``wide_ops``) runs on every core, and its idle wall time lies between
+    CPU seconds per thread (perfectly parallel) and the one-thread time the model was
+    fitted to (the estimate then says a little more than the wait)."""
     c = calibration.learner()
     run = wait_final(c, start(c, lab, params), timeout=300)
     assert run["status"] == "succeeded", run["error"]
-    measured = run["environment"]["cpu_seconds"]
+    measured = run["environment"]["cpu_seconds"] / run["environment"]["threads"]
     assert 0.5 <= run["estimate_s"] / measured <= 2.0, (run["estimate_s"], measured)

@@ -65,6 +65,18 @@ def test_a_run_streams_its_events_and_records_where_it_ran(live: Stack) -> None:
     assert all(set(p) >= {"enabled", "detail"} for p in run["sandbox"].values())
 
 
+def test_a_lab_with_wide_ops_gets_every_core_as_torch_threads(live: Stack) -> None:
+    """The model labs' forward passes run 1.8x faster on 2 threads than on 1 here: a lab
+    marked ``wide_ops`` gets all its run's cores as torch threads, the others half."""
+    c = live.learner()
+    run_id = start(c, "sandbox-probe-slow", {"mode": "ok"})
+    run = wait_final(c, run_id)
+    assert run["status"] == "succeeded", run
+    env = run["environment"]
+    assert env["threads"] == lab_threads(1, wide_ops=True) == lab_cpus(1)
+    assert env["chunk_threads"] == lab_cpus(1)
+
+
 def test_event_stream_resumes_after_last_event_id(live: Stack) -> None:
     c = live.learner()
     run_id = start(c, "sandbox-probe", {"mode": "ok"})

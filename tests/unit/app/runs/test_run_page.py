@@ -252,3 +252,36 @@ def test_a_hostile_figure_is_sanitised_when_stored_and_served_clean(client: Any)
         assert served.status_code == 200 and served.text.startswith("<svg")
         for bad in ("<script", "onload", "foreignobject", "<!doctype", "<?xml", "evil.example"):
             assert bad not in served.text.lower(), (url, bad)
+
+
+@pytest.mark.parametrize(
+    ("lab_id", "a_params", "b_params"),
+    [
+        ("kv-quant", {"kv_format": "int4"}, {"kv_format": "int8"}),
+        ("tensor-sensitivity", {"format": "int4"}, {"format": "int8"}),
+        ("quant-algorithms", {"format": "int4"}, {"format": "q4_0"}),
+    ],
+)
+def test_every_model_labs_bars_share_one_axis_on_compare(
+    client: Any, lab_id: str, a_params: dict[str, Any], b_params: dict[str, Any]
+) -> None:
+    """kv-quant's KL by position, tensor-sensitivity's KL of each unit and quant-algorithms'
+    held-out KL by method were drawn alone on each run, each filling its own axis; on the
+    compare page they share one, bars in the first run's order (a ranking may differ)."""
+    small: dict[str, Any] = {"eval_tokens": 512}
+    if lab_id == "quant-algorithms":
+        small |= {"methods": ["rtn", "gptq"], "calibration_tokens": 256}
+    if lab_id == "tensor-sensitivity":
+        small |= {"uniform": ["q8_0"]}
+    a = _stored_run(client, lab_id, {**a_params, **small})
+    b = _stored_run(client, lab_id, {**b_params, **small})
+    soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
+    charts = soup.select(".compare-shared figure.plot svg.chart")
+    assert len(charts) == 2, soup.select_one("main").get_text(" ")[:2000]
+    texts = [[t.get_text() for t in c.select("g > text")] for c in charts]
+    n = len(texts[0]) // 2  # half the texts are bar labels, then the axis ticks and title
+    assert texts[0][-7:] == texts[1][-7:]  # the same value axis (its ticks and label)
+    labels = [[t for t in c if t in texts[0][:n]] for c in texts]
+    assert labels[0] == labels[1]  # the same bars in the same order
+    tips = [[r.select_one("title").get_text() for r in c.select("rect")] for c in charts]
+    assert [t.split(":")[0] for t in tips[0]] == [t.split(":")[0] for t in tips[1]]
