@@ -16,6 +16,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from labs.viz.svgplot import count_text, nice_ticks, tick_text
 from labs.viz.theme import PALETTE
 from labs.viz.tiles import number_text
 
@@ -118,10 +119,10 @@ def bars_svg(d: dict[str, Any], hi: float) -> Markup:
         parts.append(
             f'<text x="-6" y="{y + row / 2:.1f}" text-anchor="end">{escape(str(label))}</text>'
         )
-    for k in range(CHART_TICKS + 1):
-        x = w * k / CHART_TICKS
+    ticks = nice_ticks(0.0, hi, CHART_TICKS + 1)
+    for t in ticks:
         parts.append(
-            f'<text x="{x:.1f}" y="{h + 16}" text-anchor="middle">{escape(number_text(hi * k / CHART_TICKS))}</text>'
+            f'<text x="{t / hi * w:.1f}" y="{h + 16}" text-anchor="middle">{escape(tick_text(t, ticks))}</text>'
         )
     return _chart_close(parts, (w, h), str(d.get("x_label") or ""))
 
@@ -154,15 +155,15 @@ def histogram_svg(
             f'<rect x="{x0:.2f}" y="{h - bh:.2f}" width="{bw:.2f}" height="{bh:.2f}" {BAR_FILL}>'
             f"<title>{escape(number_text(edges[i]))} to {escape(number_text(edges[i + 1]))}: {c}</title></rect>"
         )
-    for k in range(CHART_TICKS + 1):
-        v = lo + span * k / CHART_TICKS
-        x = w * k / CHART_TICKS
+    # Round ticks (1, 2, 2.5 or 5 × 10ⁿ apart) inside the range, as the lab charts have.
+    x_ticks = nice_ticks(lo, hi, CHART_TICKS + 1)
+    for v in x_ticks:
         parts.append(
-            f'<text x="{x:.1f}" y="{h + 16}" text-anchor="middle">{escape(number_text(v))}</text>'
+            f'<text x="{(v - lo) / span * w:.1f}" y="{h + 16}" text-anchor="middle">{escape(tick_text(v, x_ticks))}</text>'
         )
-        y = h - h * k / CHART_TICKS
+    for tick in nice_ticks(0.0, float(peak), CHART_TICKS):
         parts.append(
-            f'<text x="-6" y="{y + 4:.1f}" text-anchor="end">{escape(number_text(round(peak * k / CHART_TICKS)))}</text>'
+            f'<text x="-6" y="{h - tick / peak * h + 4:.1f}" text-anchor="end">{escape(count_text(tick))}</text>'
         )
     return _chart_close(parts, (w, h), x_label)
 

@@ -94,7 +94,7 @@ def readable_bytes(n: float) -> str:
         if abs(size) < BYTES_PER_KIB or unit == BYTE_UNITS[-1]:
             break
         size /= BYTES_PER_KIB
-    return f"{readable(size)} {unit}" if unit != "bytes" else f"{int(n):,} bytes"
+    return f"{readable(size)} {unit}" if unit != "bytes" else f"{round(n):,} bytes"
 
 
 def readable_count(n: int) -> str:

@@ -42,6 +42,8 @@ def test_readable(value: float, text: str) -> None:
 
 def test_units_read_the_way_tools_print_them() -> None:
     assert readable_bytes(36_868) == "36 KiB" and readable_bytes(512) == "512 bytes"
+    # kv-quant saves 2048 − 1024.0625 bytes a token: "1,024", not a truncated "1,023"
+    assert readable_bytes(1023.9375) == "1,024 bytes"
     assert readable_count(41_943_040) == "41.9 M" and readable_count(70_553_706_496) == "70.6 B"
     assert tile("x", 3.42, "%").text == "3.42 %" and tile("x", None, "dB").text == "—"
     assert exact_text(0.1 + 0.2, "dB") == "0.30000000000000004 dB"
