@@ -159,6 +159,9 @@ def _split_figure(r: BlockQuantizeResult, ctx: Context) -> None:
             "lead": not r.first_blocks or block_grid(r, r.first_blocks[0]) is None,
             "caption": f"{m.clipped_fraction:.2%} of the values were clipped; they cause "
             f"{share:.0%} of the mean squared error.",
+            **charts.error_split_data(
+                "Rounding vs clipping error", [r.format], [m.rounding_mse], [m.clipping_mse]
+            ),
             "table": _table(
                 ["part", "MSE", "share of MSE"],
                 [

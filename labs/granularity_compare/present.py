@@ -119,6 +119,12 @@ def _plots(comparison: Comparison, ctx: Context) -> None:
         ),
         {
             "lead": True,
+            **charts.error_split_data(
+                f"{r.format}: rounding vs clipping error by granularity",
+                [g.granularity for g in r.rows],
+                [g.error.rounding_mse for g in r.rows],
+                [g.error.clipping_mse for g in r.rows],
+            ),
             "caption": f"One scale for the whole tensor gives an MSE of {tensor.mse:.3g}; "
             f"smaller groups shrink the step (and the error) at the cost of more scales. "
             f"Best SQNR: {r.best_by_sqnr}; best per stored bit: {r.best_by_sqnr_per_bit}.",

@@ -233,6 +233,27 @@ def binned_histogram(
     return plot.svg()
 
 
+def error_split_data(
+    title: str,
+    labels: Sequence[str],
+    rounding: Sequence[float],
+    clipping: Sequence[float],
+    value_label: str = "mean squared error",
+) -> dict[str, Any]:
+    """What ``error_split_bars`` draws, stored with the figure (``kind: stacked``), so
+    the compare page redraws two runs' bars on one axis (``labs.viz.inline``)."""
+    return {
+        "kind": "stacked",
+        "title": title,
+        "labels": [str(x) for x in labels],
+        "parts": [
+            ["rounding (inside the range)", [float(v) for v in rounding]],
+            ["clipping (beyond it)", [float(v) for v in clipping]],
+        ],
+        "x_label": value_label,
+    }
+
+
 def error_split_bars(
     labels: Sequence[str],
     rounding: Sequence[float],

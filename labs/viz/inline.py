@@ -30,6 +30,8 @@ BAR_LABELS_WIDTH = 96  # room left of the bars for their labels
 # The first series colour, as the lab charts draw their bars; ``.chart .bar`` in the
 # page's stylesheet gives it the dark scheme's value.
 BAR_FILL = f'fill="{PALETTE["blue"][0]}" class="bar" fill-opacity="0.75"'
+# The second series (orange; ``.chart .bar-2`` gives the dark scheme's value).
+SECOND_FILL = f'fill="{PALETTE["orange"][0]}" class="bar-2" fill-opacity="0.85"'
 
 
 def _figure_data(leads: Sequence[dict[str, Any] | None]) -> list[dict[str, Any]]:
@@ -87,6 +89,49 @@ def _reordered(d: dict[str, Any], labels: list[str]) -> dict[str, Any]:
         if len(d.get(key) or []) == len(pick)
     }
     return {**d, "labels": labels, **series}
+
+
+def shared_stacked(leads: Sequence[dict[str, Any] | None]) -> list[Markup] | None:
+    """Two runs' rounding vs clipping bars (block-quantize's, granularity-compare's)
+    redrawn on one MSE axis: drawn alone, q6_k's 16× smaller error filled its plot as
+    q4_k's did. None unless both are stacked bar figures."""
+    data = _figure_data(leads)
+    if len(data) != 2 or not all(d.get("kind") == "stacked" and d.get("parts") for d in data):
+        return None
+    hi = max(
+        max(map(sum, zip(*(p[1] for p in d["parts"]), strict=True)), default=0.0) for d in data
+    )
+    return [stacked_svg(d, hi or 1.0) for d in data]
+
+
+def stacked_svg(d: dict[str, Any], hi: float) -> Markup:
+    """Horizontal bars of stacked parts (``parts``: [name, values per label]) from zero
+    to ``hi``, in the style of ``bars_svg``; the second part in the second series colour
+    (``bar-2``), each part's exact value in its ``<title>``."""
+    labels, parts = list(d["labels"]), [(str(p[0]), [float(v) for v in p[1]]) for p in d["parts"]]
+    top, right, bottom, left = CHART_MARGIN[0], CHART_MARGIN[1], CHART_MARGIN[2], BAR_LABELS_WIDTH
+    w, h = CHART_WIDTH - left - right, BAR_ROW * len(labels)
+    parts_svg = _chart_open(str(d.get("title") or ""), h + top + bottom, (left, top), (w, h))
+    for i, label in enumerate(labels):
+        y, x = i * BAR_ROW + 3, 0.0
+        for k, (name, values) in enumerate(parts):
+            width = max(values[i], 0.0) / hi * w
+            fill = BAR_FILL if k == 0 else SECOND_FILL
+            parts_svg.append(
+                f'<rect x="{x:.2f}" y="{y}" width="{width:.2f}" height="{BAR_ROW - 6}" {fill}>'
+                f"<title>{escape(str(label))}, {escape(name)}: {escape(number_text(values[i]))}</title></rect>"
+            )
+            x += width
+        parts_svg.append(
+            f'<text x="-6" y="{y + BAR_ROW / 2:.1f}" text-anchor="end">{escape(str(label))}</text>'
+        )
+    ticks = nice_ticks(0.0, hi, CHART_TICKS + 1)
+    for t in ticks:
+        parts_svg.append(
+            f'<text x="{t / hi * w:.1f}" y="{h + 16}" text-anchor="middle">{escape(tick_text(t, ticks))}</text>'
+        )
+    names = " · ".join(name for name, _ in parts)
+    return _chart_close(parts_svg, (w, h), f"{d.get('x_label') or ''} ({names})")
 
 
 def bars_svg(d: dict[str, Any], hi: float) -> Markup:

@@ -178,14 +178,15 @@ def test_paired_model_figures_share_their_value_axis(client: Any) -> None:
     a = _stored_run(client, "model-quality", {"format": "q4_0", **small})
     b = _stored_run(client, "model-quality", {"format": "q8_0", **small})
     soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
-    charts = soup.select(".compare-shared figure.plot svg.chart")
+    # the lead pair itself, redrawn (or, where the lead is another figure, the pair below)
+    charts = soup.select(".compare-figures figure.plot svg.chart")
     assert len(charts) == 2
     ticks = [[t.get_text() for t in c.select("g > text")][-7:] for c in charts]
     assert ticks[0] == ticks[1]  # the same value axis (its ticks and label)
     widths = [sum(float(r["width"]) for r in c.select("rect")) for c in charts]
     assert widths[0] < widths[1] * 0.7  # q4_0's bars are visibly shorter than q8_0's
-    captions = [f.get_text(" ") for f in soup.select(".compare-shared figcaption")]
-    assert "q4_0" in captions[0] and "q8_0" in captions[1]
+    titles = [c.select_one("title").get_text() for c in charts]
+    assert "q4_0" in titles[0] and "q8_0" in titles[1]
 
 
 def test_the_shared_page_reads_like_the_run_page(client: Any) -> None:
@@ -276,7 +277,7 @@ def test_every_model_labs_bars_share_one_axis_on_compare(
     a = _stored_run(client, lab_id, {**a_params, **small})
     b = _stored_run(client, lab_id, {**b_params, **small})
     soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
-    charts = soup.select(".compare-shared figure.plot svg.chart")
+    charts = soup.select(".compare-figures figure.plot svg.chart")
     assert len(charts) == 2, soup.select_one("main").get_text(" ")[:2000]
     texts = [[t.get_text() for t in c.select("g > text")] for c in charts]
     n = len(texts[0]) // 2  # half the texts are bar labels, then the axis ticks and title
@@ -285,3 +286,21 @@ def test_every_model_labs_bars_share_one_axis_on_compare(
     assert labels[0] == labels[1]  # the same bars in the same order
     tips = [[r.select_one("title").get_text() for r in c.select("rect")] for c in charts]
     assert [t.split(":")[0] for t in tips[0]] == [t.split(":")[0] for t in tips[1]]
+
+
+def test_the_lead_rounding_vs_clipping_bars_share_one_axis_on_compare(client: Any) -> None:
+    """block-quantize's lead figure for a k-quant: q4_k's MSE (~5×10⁻³) and q6_k's
+    (~3×10⁻⁴) each filled their own axis, so the two bars looked the same length."""
+    a = _stored_run(client, "block-quantize", {"format": "q4_k", "shape": [64, 256]})
+    b = _stored_run(client, "block-quantize", {"format": "q6_k", "shape": [64, 256]})
+    soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
+    lead = soup.select(".compare-lead-shared figure.plot svg.chart")
+    assert len(lead) == 2
+    ticks = [[t.get_text() for t in c.select("g > text")] for c in lead]
+    assert ticks[0][1:] == ticks[1][1:]  # the same axis (all but the bar's own label)
+    widths = [sum(float(r["width"]) for r in c.select("rect")) for c in lead]
+    assert widths[1] < widths[0] / 5  # q6_k's error is visibly the smaller one
+    tips = " ".join(t.get_text() for t in lead[0].select("rect title"))
+    assert "rounding (inside the range)" in tips and "clipping (beyond it)" in tips
+    # the errors histogram pair still follows, on its own shared axes
+    assert len(soup.select(".compare-shared figure.plot svg.chart")) == 2
