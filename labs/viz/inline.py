@@ -122,14 +122,8 @@ def stacked_svg(d: dict[str, Any], hi: float) -> Markup:
                 f"<title>{escape(str(label))}, {escape(name)}: {escape(number_text(values[i]))}</title></rect>"
             )
             x += width
-        parts_svg.append(
-            f'<text x="-6" y="{y + BAR_ROW / 2:.1f}" text-anchor="end">{escape(str(label))}</text>'
-        )
-    ticks = nice_ticks(0.0, hi, CHART_TICKS + 1)
-    for t in ticks:
-        parts_svg.append(
-            f'<text x="{t / hi * w:.1f}" y="{h + 16}" text-anchor="middle">{escape(tick_text(t, ticks))}</text>'
-        )
+        parts_svg.append(_row_label(label, y))
+    parts_svg += _value_ticks(hi, (w, h))
     names = " · ".join(name for name, _ in parts)
     return _chart_close(parts_svg, (w, h), f"{d.get('x_label') or ''} ({names})")
 
@@ -161,15 +155,23 @@ def bars_svg(d: dict[str, Any], hi: float) -> Markup:
             parts.append(
                 f'<line x1="{x0:.2f}" y1="{ym:.1f}" x2="{x1:.2f}" y2="{ym:.1f}" stroke="currentColor"/>'
             )
-        parts.append(
-            f'<text x="-6" y="{y + row / 2:.1f}" text-anchor="end">{escape(str(label))}</text>'
-        )
-    ticks = nice_ticks(0.0, hi, CHART_TICKS + 1)
-    for t in ticks:
-        parts.append(
-            f'<text x="{t / hi * w:.1f}" y="{h + 16}" text-anchor="middle">{escape(tick_text(t, ticks))}</text>'
-        )
+        parts.append(_row_label(label, y))
+    parts += _value_ticks(hi, (w, h))
     return _chart_close(parts, (w, h), str(d.get("x_label") or ""))
+
+
+def _row_label(label: object, y: float) -> str:
+    """A horizontal bar's label, left of the bar that starts at ``y``."""
+    return f'<text x="-6" y="{y + BAR_ROW / 2:.1f}" text-anchor="end">{escape(str(label))}</text>'
+
+
+def _value_ticks(hi: float, size: tuple[float, float]) -> list[str]:
+    """Round ticks of a bar chart's value axis, from zero to ``hi``, under the plot."""
+    (w, h), ticks = size, nice_ticks(0.0, hi, CHART_TICKS + 1)
+    return [
+        f'<text x="{t / hi * w:.1f}" y="{h + 16}" text-anchor="middle">{escape(tick_text(t, ticks))}</text>'
+        for t in ticks
+    ]
 
 
 def histogram_svg(

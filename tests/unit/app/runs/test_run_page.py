@@ -159,6 +159,17 @@ def test_paired_histograms_share_their_axes(client: Any) -> None:
     a = _stored_run(client, "block-quantize", {"format": "q4_k", "shape": [64, 256]})
     b = _stored_run(client, "block-quantize", {"format": "q6_k", "shape": [64, 256]})
     soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
+    # The lead figure, rounding vs clipping: q4_k's MSE (~5×10⁻³) and q6_k's (~3×10⁻⁴)
+    # each filled their own axis, so the two bars looked the same length.
+    lead = soup.select(".compare-lead-shared figure.plot svg.chart")
+    assert len(lead) == 2
+    lead_ticks = [[t.get_text() for t in c.select("g > text")] for c in lead]
+    assert lead_ticks[0][1:] == lead_ticks[1][1:]  # one axis (all but the bar's own label)
+    widths = [sum(float(r["width"]) for r in c.select("rect")) for c in lead]
+    assert widths[1] < widths[0] / 5  # q6_k's error is visibly the smaller one
+    tips = " ".join(t.get_text() for t in lead[0].select("rect title"))
+    assert "rounding (inside the range)" in tips and "clipping (beyond it)" in tips
+    # Then the errors histograms, on their own shared axes.
     charts = soup.select(".compare-shared figure.plot svg.chart")
     assert len(charts) == 2
     ticks = [[t.get_text() for t in c.select("g > text")] for c in charts]
@@ -286,21 +297,3 @@ def test_every_model_labs_bars_share_one_axis_on_compare(
     assert labels[0] == labels[1]  # the same bars in the same order
     tips = [[r.select_one("title").get_text() for r in c.select("rect")] for c in charts]
     assert [t.split(":")[0] for t in tips[0]] == [t.split(":")[0] for t in tips[1]]
-
-
-def test_the_lead_rounding_vs_clipping_bars_share_one_axis_on_compare(client: Any) -> None:
-    """block-quantize's lead figure for a k-quant: q4_k's MSE (~5×10⁻³) and q6_k's
-    (~3×10⁻⁴) each filled their own axis, so the two bars looked the same length."""
-    a = _stored_run(client, "block-quantize", {"format": "q4_k", "shape": [64, 256]})
-    b = _stored_run(client, "block-quantize", {"format": "q6_k", "shape": [64, 256]})
-    soup = BeautifulSoup(client.get(f"/runs/compare?a={a}&b={b}").text, "html.parser")
-    lead = soup.select(".compare-lead-shared figure.plot svg.chart")
-    assert len(lead) == 2
-    ticks = [[t.get_text() for t in c.select("g > text")] for c in lead]
-    assert ticks[0][1:] == ticks[1][1:]  # the same axis (all but the bar's own label)
-    widths = [sum(float(r["width"]) for r in c.select("rect")) for c in lead]
-    assert widths[1] < widths[0] / 5  # q6_k's error is visibly the smaller one
-    tips = " ".join(t.get_text() for t in lead[0].select("rect title"))
-    assert "rounding (inside the range)" in tips and "clipping (beyond it)" in tips
-    # the errors histogram pair still follows, on its own shared axes
-    assert len(soup.select(".compare-shared figure.plot svg.chart")) == 2
