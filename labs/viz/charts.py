@@ -214,7 +214,7 @@ def binned_histogram(
         ticks = [10.0**k for k in range(math.floor(math.log10(top)) + 1)]
     else:
         ticks = svgplot.nice_ticks(0.0, top, AXIS_TICKS + 1)
-    labels = [svgplot.count_text(t) for t in ticks]
+    labels = [svgplot.count_text(t) for t in ticks] if log else svgplot.count_labels(ticks)
     margin = (HISTOGRAM_TOP, svgplot.PAD * 2, HISTOGRAM_BOTTOM, svgplot.left_margin(labels, True))
     plot = svgplot.Plot.inches(FIGURE_SIZE_IN, margin)
     plot.x_range, plot.y_range, plot.log_y = (edges[0], edges[-1]), (floor, top), log
@@ -238,7 +238,7 @@ def error_split_data(
     labels: Sequence[str],
     rounding: Sequence[float],
     clipping: Sequence[float],
-    value_label: str = "mean squared error",
+    value_label: str = "MSE",
 ) -> dict[str, Any]:
     """What ``error_split_bars`` draws, stored with the figure (``kind: stacked``), so
     the compare page redraws two runs' bars on one axis (``labs.viz.inline``)."""

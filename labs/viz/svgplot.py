@@ -71,6 +71,14 @@ def count_text(v: float) -> str:
     return f"{v:g}"
 
 
+def count_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels of a linear count axis: 2k, 4k, 6k where every tick is a thousand or more,
+    else 250, 500, 750, 1,000 (never 750 beside 1k)."""
+    if all(t >= 1000 for t in ticks if t):
+        return [count_text(t) for t in ticks]
+    return [f"{t:,.0f}" if float(t).is_integer() else f"{t:g}" for t in ticks]
+
+
 def _f(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".")
 

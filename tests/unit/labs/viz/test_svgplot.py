@@ -39,6 +39,11 @@ def test_tick_labels_carry_the_decimals_their_spacing_needs() -> None:
     ]  # fmt: skip
 
 
+def test_a_count_axis_never_mixes_750_with_1k() -> None:
+    assert svgplot.count_labels([0, 250, 500, 750, 1000]) == ["0", "250", "500", "750", "1,000"]
+    assert svgplot.count_labels([0, 2000, 4000, 6000]) == ["0", "2k", "4k", "6k"]
+
+
 def _path_ds(svg: str) -> list[str]:
     return [p.get("d", "") for p in ET.fromstring(svg).iter(f"{SVG_NS}path")]
 
