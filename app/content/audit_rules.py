@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from app.content.rules import sentences
 
 if TYPE_CHECKING:
-    from app.content import Catalogue, Lesson, Problem, Term
+    from app.content.catalogue import Catalogue, Lesson, Term
+    from app.content.problems import Problem
 
 # --- lab_output_prompt -------------------------------------------------------
 OUTPUT_VERB = r"(?:report|give|print|show|return|measure)s?"

@@ -43,7 +43,9 @@ from labs.catalog.facts.claims import BOOLEAN_FACTS, fp8_overflow_threshold
 from labs.catalog.gpus import GPUS
 
 if TYPE_CHECKING:
-    from app.content import Catalogue, Lesson, Problem, QuizItem, Term
+    from app.content.catalogue import Catalogue, Lesson, Term
+    from app.content.problems import Problem
+    from app.content.quiz import QuizItem
 
 SIGNIFICANT_DIGITS = 3
 LONG_ANSWER_DIGITS = 5  # answers with this many significant digits are computed, not typed

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 from labs.quant.core import Format
 from labs.quant.formats import registry
 from labs.quant.spec import FormatKey

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 
 if TYPE_CHECKING:
     import torch

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 
 if TYPE_CHECKING:
     import torch

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 
 FP32_BITS = C.FP32_BYTES * C.BITS_PER_BYTE
 FP16_BITS = C.FP16_BYTES * C.BITS_PER_BYTE

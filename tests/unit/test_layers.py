@@ -115,10 +115,10 @@ def runtime_imports(path: Path, known: set[str]) -> set[str]:
     """The modules of ``known`` that ``path`` imports when it runs, at the top or inside
     a function: an import under ``if TYPE_CHECKING:`` never runs; ``from pkg import
     name`` imports ``pkg.name`` where that is a module, else ``pkg``. A module's own
-    package (or one above it) runs first anyway, so ``import pkg`` or ``from pkg import
-    submodule`` there is no edge; ``from pkg import name`` of a name the package's
-    ``__init__`` defines is one (the ``__init__`` that imports this module back closes a
-    cycle)."""
+    package (or one above it) runs first anyway, so ``import pkg`` there is no edge; but
+    ``from pkg import anything`` inside ``pkg`` goes through the package and is one
+    (inside a package, siblings are taken by their full path: ``import pkg.sub as S``),
+    so an ``__init__`` that imports the module back closes a cycle."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     me = module_name(path)
     skipped = {
@@ -154,7 +154,7 @@ def runtime_imports(path: Path, known: set[str]) -> set[str]:
                 sub = f"{module}.{alias.name}"
                 if sub in known:
                     add(sub)
-                else:
+                if sub not in known or me.startswith(module + "."):
                     add(module, uses_init=module in known)
     return found
 
@@ -171,7 +171,8 @@ def runtime_graph(package: str) -> dict[str, set[str]]:
 
 # Issue 21 counted 8 cycles inside labs/ (5 lab⇄presenter pairs, claims⇄facts,
 # lm.evaluate⇄lm.reference, the quant core⇄formats⇄tensor ring), then the labs.quant ring
-# where core, awq and gptq took names from the package's own __init__; none is left.
+# where modules took names (or siblings) through the package's own __init__, and
+# catalog.facts⇄facts.kernels; none is left.
 KNOWN_CYCLES: list[list[str]] = []
 
 
@@ -201,8 +202,8 @@ def test_the_cycle_counter_sees_a_module_using_its_own_packages_init(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # labs/p/__init__.py imports labs.p.core, which takes a name the __init__ defines:
-    # a cycle. labs.p.ok imports only a sibling module and a compiled extension through
-    # the package: no edge to the __init__, so no cycle.
+    # a cycle. labs.p.ok takes a sibling and a compiled extension through the package
+    # (edges to both and to the package); labs.p.direct takes them by full path.
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
     pkg = tmp_path / "labs" / "p"
     pkg.mkdir(parents=True)
@@ -210,9 +211,13 @@ def test_the_cycle_counter_sees_a_module_using_its_own_packages_init(
     (pkg / "__init__.py").write_text("from labs.p.core import f\nTABLE = {}\n", encoding="utf-8")
     (pkg / "core.py").write_text("def f():\n    from labs.p import TABLE\n", encoding="utf-8")
     (pkg / "ok.py").write_text("from labs.p import core, _ext\n", encoding="utf-8")
+    (pkg / "direct.py").write_text(
+        "import labs.p.core\nimport labs.p._ext as E\n", encoding="utf-8"
+    )
     (pkg / "_ext.c").write_text("/* built by pip */\n", encoding="utf-8")
     graph = runtime_graph("labs")
-    assert graph["labs.p.ok"] == {"labs.p.core", "labs.p._ext"}
+    assert graph["labs.p.ok"] == {"labs.p", "labs.p.core", "labs.p._ext"}
+    assert graph["labs.p.direct"] == {"labs.p.core", "labs.p._ext"}
     assert import_cycles(graph) == [["labs.p", "labs.p.core"]]
 
 

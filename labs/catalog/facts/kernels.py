@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from labs.catalog.facts import claims
+import labs.catalog.facts.claims as claims
 from labs.catalog.facts.hardware import bandwidth, peak_flops
 from labs.catalog.gpus import SM_COUNT, get_gpu
 from labs.catalog.models import get_model

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 from labs.quant.blockops import block_min_max
 from labs.quant.core import Format
 

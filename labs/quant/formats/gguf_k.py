@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 from labs.quant.blockops import block_absmax
 from labs.quant.core import Layout
 from labs.quant.formats.gguf import GGUFFormat, _fp16_bytes
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
 KERNEL: ModuleType | None
 try:  # the native quantizer (_kquants.c), built by the install where a C compiler is
-    from labs.quant import _kquants as KERNEL
+    import labs.quant._kquants as KERNEL
 except ImportError:  # pragma: no cover - depends on the build
     KERNEL = None
 # Values per native call: enough that a call's overhead is nothing, small enough that

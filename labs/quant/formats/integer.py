@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 from labs.quant.blockops import block_absmax, block_min_max, nonzero_divisor, tensor_absmax
 from labs.quant.core import Layout
 from labs.quant.formats.granular import GranularFormat

@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 
 if TYPE_CHECKING:
     import torch

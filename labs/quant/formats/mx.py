@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 from labs.quant.core import Format
 from labs.quant.minifloat import (
     E2M1,

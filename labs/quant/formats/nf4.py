@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 from labs.quant.blockops import block_absmax, nonzero_divisor
 from labs.quant.core import Format, Layout
 from labs.quant.packing import le_bytes, pack_nibbles

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from labs.quant import constants as C
+import labs.quant.constants as C
 from labs.quant.blockops import nonzero_divisor
 from labs.quant.core import Format, Layout
 from labs.quant.minifloat import E2M1, E4M3, MiniFloat

@@ -16,10 +16,10 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+import labs.quant.constants as C
 from labs.catalog import formats, memory
 from labs.catalog.gpus import get_gpu
 from labs.catalog.models import get_model
-from labs.quant import constants as C
 from labs.quant.minifloat import E2M1
 from labs.quant.spec import FP16_BITS, SPECS, FormatKey, FormatSpec
 
