@@ -31,6 +31,17 @@ FINAL_NORMS = 1
 # A decoder layer's linear layers as Llama, Qwen2 and Mistral checkpoints name them.
 ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
 MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+# A LoRA target (as PEFT's short names: q, k, … down) -> the kind of weight it adapts
+# (``TensorGroup.kind``): one map for the QLoRA budget lab and the serving facts.
+LORA_TARGET_KINDS: dict[str, str] = {
+    "q": "attn_q",
+    "k": "attn_k",
+    "v": "attn_v",
+    "o": "attn_o",
+    "gate": "mlp_gate",
+    "up": "mlp_up",
+    "down": "mlp_down",
+}
 
 ModelId = Literal[
     "llama-3.1-8b",

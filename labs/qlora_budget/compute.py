@@ -10,9 +10,14 @@ from labs.catalog import memory
 from labs.catalog.formats import BITS_PER_BYTE, NF4_BLOCK
 from labs.catalog.gpus import GPU, get_gpu
 from labs.catalog.memory import gb, gib
-from labs.catalog.models import ModelConfig, get_model, linear_shapes, tensor_groups
+from labs.catalog.models import (
+    LORA_TARGET_KINDS,
+    ModelConfig,
+    get_model,
+    linear_shapes,
+    tensor_groups,
+)
 from labs.qlora_budget.model import (
-    _KIND,
     ADAM_STATES,
     BNB_MIN_8BIT_SIZE,
     BNB_STATE_BLOCK,
@@ -63,7 +68,7 @@ def _per_token_layer_activations(model: ModelConfig, p: Params) -> int:
     mlp = 2 * h + k * (4 * i + (h if model.is_moe else 0))
     total = HALF_BYTES * (attn + mlp) + FLASH_LSE_BYTES * model.num_attention_heads
     for target in p.target_modules:
-        group = next(g for g in tensor_groups(model) if g.kind == _KIND[target])
+        group = next(g for g in tensor_groups(model) if g.kind == LORA_TARGET_KINDS[target])
         copies = k if model.is_moe and target in ("gate", "up", "down") else 1
         per_module = HALF_BYTES * p.rank
         if p.lora_dropout > 0:
@@ -112,7 +117,7 @@ def _weights(p: Params, model: ModelConfig) -> _Weights:
     linears = linear_shapes(model)
     hp_bytes = FP32_BYTES if p.upcast_non_quantized else HALF_BYTES
     other_params = sum(g.params for g in tensor_groups(model) if not g.linear)
-    targeted = [g for g in linears if g.kind in {_KIND[t] for t in p.target_modules}]
+    targeted = [g for g in linears if g.kind in {LORA_TARGET_KINDS[t] for t in p.target_modules}]
     adapter_bytes_per_param = FP32_BYTES if p.adapter_dtype == "fp32" else HALF_BYTES
     lora_params = 0
     optimizer_bytes = 0

@@ -56,17 +56,6 @@ TargetModule = Literal["q", "k", "v", "o", "gate", "up", "down"]
 ALL_TARGETS: tuple[TargetModule, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 
 
-_KIND = {
-    "q": "attn_q",
-    "k": "attn_k",
-    "v": "attn_v",
-    "o": "attn_o",
-    "gate": "mlp_gate",
-    "up": "mlp_up",
-    "down": "mlp_down",
-}
-
-
 Optimizer = Literal["adamw", "adamw_8bit", "paged_adamw_32bit", "paged_adamw_8bit"]
 
 

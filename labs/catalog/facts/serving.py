@@ -21,6 +21,7 @@ from labs.catalog import formats, memory
 from labs.catalog.facts.hardware import peak_flops
 from labs.catalog.models import (
     KV_TENSORS_PER_LAYER,
+    LORA_TARGET_KINDS,
     ModelConfig,
     active_param_count,
     get_model,
@@ -251,22 +252,13 @@ def token_bitmask_bytes(model: str, batch: int = 1) -> int:
     return batch * words * BITMASK_BYTES_PER_WORD
 
 
-LORA_TARGETS = {
-    "q": "attn_q",
-    "k": "attn_k",
-    "v": "attn_v",
-    "o": "attn_o",
-    "gate": "mlp_gate",
-    "up": "mlp_up",
-    "down": "mlp_down",
-}
 LORA_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def lora_adapter_bytes(
     model: str,
     rank: int,
-    targets: Sequence[str] = tuple(LORA_TARGETS),
+    targets: Sequence[str] = tuple(LORA_TARGET_KINDS),
     dtype: str = "bf16",
     adapters: int = 1,
 ) -> int:
@@ -277,10 +269,10 @@ def lora_adapter_bytes(
     spec: ModelConfig = get_model(model)
     if spec.is_moe:
         raise ValueError(f"{model} is MoE: adapters on experts are not modelled")
-    unknown = set(targets) - set(LORA_TARGETS)
+    unknown = set(targets) - set(LORA_TARGET_KINDS)
     if unknown:
-        raise KeyError(f"unknown targets {sorted(unknown)}; known: {', '.join(LORA_TARGETS)}")
-    kinds = {LORA_TARGETS[t] for t in targets}
+        raise KeyError(f"unknown targets {sorted(unknown)}; known: {', '.join(LORA_TARGET_KINDS)}")
+    kinds = {LORA_TARGET_KINDS[t] for t in targets}
     params = sum(rank * (g.rows + g.cols) * g.count for g in linear_shapes(spec) if g.kind in kinds)
     return adapters * params * LORA_DTYPE_BYTES[dtype]
 
