@@ -23,6 +23,16 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def from_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module ``from … import`` names, a relative one resolved against
+    ``package`` (the importing file's package)."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imported(path: Path) -> Iterator[tuple[int, str]]:
     """(line, absolute module name) of every import in ``path``; relative imports
     are resolved against the file's package, ``from x import y`` yields ``x.y``
@@ -35,12 +45,7 @@ def imported(path: Path) -> Iterator[tuple[int, str]]:
             for alias in node.names:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = from_module(node, package)
             yield node.lineno, module
             for alias in node.names:
                 yield node.lineno, f"{module}.{alias.name}"
@@ -144,12 +149,7 @@ def runtime_imports(path: Path, known: set[str]) -> set[str]:
             for alias in node.names:
                 add(alias.name)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = from_module(node, package)
             for alias in node.names:
                 sub = f"{module}.{alias.name}"
                 if sub in known:
