@@ -165,8 +165,8 @@ def _split_figure(r: BlockQuantizeResult, ctx: Context) -> None:
             "table": _table(
                 ["part", "MSE", "share of MSE"],
                 [
-                    ["rounding (inside the range)", m.rounding_mse, 1 - share],
-                    ["clipping (beyond it)", m.clipping_mse, share],
+                    [charts.ROUNDING, m.rounding_mse, 1 - share],
+                    [charts.CLIPPING, m.clipping_mse, share],
                 ],
             ),
         },

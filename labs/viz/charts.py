@@ -181,6 +181,9 @@ LOG_COUNT_FLOOR = 0.8  # a log count axis starts just under one value
 HISTOGRAM_TOP = 24.0  # points above the plot area: the title
 HISTOGRAM_BOTTOM = 38.0  # below it: tick labels and the axis title
 BARS_BOTTOM = 58.0  # and the legend under a bar chart
+# The two parts of a quantization error, as every rounding vs clipping figure names them.
+ROUNDING = "rounding (inside the range)"
+CLIPPING = "clipping (beyond it)"
 
 
 def needs_log_counts(counts: Sequence[float]) -> bool:
@@ -225,7 +228,7 @@ def binned_histogram(
     )
     plot.path(f"M{plot.x(edges[0]):.2f} {base:.2f}{steps}V{base:.2f}z", fill=C1, opacity=0.85)
     x_ticks = svgplot.nice_ticks(edges[0], edges[-1], AXIS_TICKS + 1)
-    plot.x_axis(x_ticks, [svgplot.tick_text(t, x_ticks) for t in x_ticks], x_label)
+    plot.x_axis(x_ticks, title=x_label)
     plot.title(title)
     if note:
         _, top_y, right, _ = plot.box
@@ -247,8 +250,8 @@ def error_split_data(
         "title": title,
         "labels": [str(x) for x in labels],
         "parts": [
-            ["rounding (inside the range)", [float(v) for v in rounding]],
-            ["clipping (beyond it)", [float(v) for v in clipping]],
+            [ROUNDING, [float(v) for v in rounding]],
+            [CLIPPING, [float(v) for v in clipping]],
         ],
         "x_label": value_label,
     }
@@ -280,7 +283,7 @@ def error_split_bars(
     n = max(len(names), 1)
     plot.y_range = (n - 0.5, -0.5)  # row 0 at the top
     ticks = svgplot.nice_ticks(*plot.x_range, AXIS_TICKS)
-    plot.x_axis(ticks, [readable(t) for t in ticks], value_label)
+    plot.x_axis(ticks, [readable(t) for t in ticks], title=value_label)
     plot.y_axis(list(range(len(names))), names, grid=False)
     for row, (r, c, total) in enumerate(zip(rounding, clipping, totals, strict=True)):
         plot.hbar(row - 0.4, row + 0.4, 0.0, r, C1)
@@ -288,7 +291,7 @@ def error_split_bars(
             plot.hbar(row - 0.4, row + 0.4, r, r + c, C2)
         plot.text(plot.x(r + c) + 4, plot.y(row), total, baseline="middle")
     plot.title(title)
-    plot.legend([(C1, "rounding (inside the range)"), (C2, "clipping (beyond it)")])
+    plot.legend([(C1, ROUNDING), (C2, CLIPPING)])
     return plot.svg()
 
 
@@ -320,7 +323,7 @@ def value_grid(
     plot.markers(((v, 1.0) for v in values), C1)
     plot.markers(((s, 0.0) for s in stored), C2, shape="diamond", r=3.2)
     ticks = svgplot.nice_ticks(lo, hi, AXIS_TICKS + 2)
-    plot.x_axis(ticks, [svgplot.tick_text(t, ticks) for t in ticks], x_label)
+    plot.x_axis(ticks, title=x_label)
     plot.y_axis([1.0, 0.0], rows, grid=False, spine=False)
     plot.title(title)
     return plot.svg()
@@ -434,13 +437,3 @@ def memory_plot(
 
 def _bar_size(n_rows: int) -> tuple[float, float]:
     return FIGURE_SIZE_IN[0], BAR_BASE_IN + BAR_HEIGHT_IN * 0.5 * max(n_rows, 1)
-
-
-def _segments(lines: Sequence[tuple[float, float, float, float]]) -> tuple[list[float], ...]:
-    """(x0, y0, x1, y1) segments as one NaN-separated polyline: a single SVG path."""
-    xs: list[float] = []
-    ys: list[float] = []
-    for x0, y0, x1, y1 in lines:
-        xs += [x0, x1, math.nan]
-        ys += [y0, y1, math.nan]
-    return xs, ys

@@ -202,7 +202,11 @@ class Plot:
         self.path(f"M{_f(x0)} {_f(y0)}H{_f(x1)}V{_f(y1)}H{_f(x0)}z", fill=colour)
 
     # --- axes --------------------------------------------------------------------------
-    def x_axis(self, ticks: Sequence[float], labels: Sequence[str], title: str = "") -> None:
+    def x_axis(
+        self, ticks: Sequence[float], labels: Sequence[str] | None = None, title: str = ""
+    ) -> None:
+        """The x axis with ``ticks``, labelled ``labels`` (by default ``tick_text``)."""
+        labels = [tick_text(t, ticks) for t in ticks] if labels is None else labels
         left, _, right, bottom = self.box
         self.path(f"M{_f(left)} {_f(bottom)}H{_f(right)}", stroke=MUTED, width=0.8)
         marks = "".join(f"M{_f(self.x(t))} {_f(bottom)}v{TICK_LENGTH}" for t in ticks)
