@@ -20,7 +20,7 @@ from app.runs.views import DiffRow, arrange_outputs, diff, latest_progress
 from app.settings import Settings
 from app.templating import is_htmx
 from labs.base import WHOLE_REQUEST, InvalidParams, Lab
-from labs.viz.inline import shared_bars, shared_histograms, shared_stacked
+from labs.viz.inline import shared_axes
 
 # Runs shown in a lab's history and beside a run.
 HISTORY_LIMIT = 50
@@ -206,12 +206,8 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
     lab = labs.get(a.lab_id)
     leads = paired_figures(session, a, b)
     hists = paired_histograms(session, a, b)
-    lead_axes = (
-        shared_stacked(leads) or shared_bars(leads) or shared_histograms(leads)
-        if all(leads)
-        else None
-    )
-    if lead_axes and hists and [h["seq"] for h in hists] == [e and e["seq"] for e in leads]:
+    lead_axes = shared_axes(leads)
+    if lead_axes and hists and [h["seq"] for h in hists] == [e["seq"] for e in leads if e]:
         hists = None  # the lead pair is already drawn on one axis
     results = diff(a.result, b.result)
     differ = [r for r in results if not r.same]
@@ -224,7 +220,7 @@ def compare_context(session: Session, labs: LabCatalogue, a: Run, b: Run) -> dic
         # The lead pair redrawn on one axis where its numbers are stored with it.
         "lead_axes": lead_axes,
         "histograms": list(zip((a, b), hists, strict=True)) if hists else [],
-        "shared_axes": (shared_histograms(hists) or shared_bars(hists)) if hists else None,
+        "shared_axes": shared_axes(hists) if hists else None,
         "paired_noise": paired_noise(a, b),
         "params": diff(a.params, b.params, _field_titles(lab)),
         # Numbers and words first; element-by-element lists apart (they bury the rest).

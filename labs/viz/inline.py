@@ -93,6 +93,14 @@ def _reordered(d: dict[str, Any], labels: list[str]) -> dict[str, Any]:
     return {**d, "labels": labels, **series}
 
 
+def shared_axes(pair: Sequence[dict[str, Any] | None]) -> list[Markup] | None:
+    """A pair of the same figure of two runs redrawn on one axis from the numbers
+    stored with it (stacked bars, bars or histograms); None where it cannot be."""
+    if len(pair) != 2 or not all(pair):
+        return None
+    return shared_stacked(pair) or shared_bars(pair) or shared_histograms(pair)
+
+
 def shared_stacked(leads: Sequence[dict[str, Any] | None]) -> list[Markup] | None:
     """Two runs' rounding vs clipping bars (block-quantize's, granularity-compare's)
     redrawn on one MSE axis: drawn alone, q6_k's 16× smaller error filled its plot as
