@@ -163,14 +163,21 @@ class Plot:
             style += f"; stroke-dasharray: {dash}"
         self.add(f'<path d="{d}" style="{style}"/>')
 
-    def segments(self, lines: Iterable[tuple[float, float, float, float]], **style: object) -> None:
+    def segments(
+        self,
+        lines: Iterable[tuple[float, float, float, float]],
+        *,
+        stroke: str,
+        width: float = 1.0,
+        opacity: float = 1.0,
+    ) -> None:
         """Line segments (x0, y0, x1, y1) in data units, as one path."""
         d = "".join(
             f"M{_f(self.x(a))} {_f(self.y(b))}L{_f(self.x(c))} {_f(self.y(e))}"
             for a, b, c, e in lines
         )
         if d:
-            self.path(d, **style)  # type: ignore[arg-type]
+            self.path(d, stroke=stroke, width=width, opacity=opacity)
 
     def markers(
         self,

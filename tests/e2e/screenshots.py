@@ -59,23 +59,17 @@ LESSON_WITH_RUNS = "kv-cache-quantization"  # three embedded labs, model labs am
 COMPARE = ({"format": "q4_k"}, {"format": "q6_k"})  # block-quantize, same tensor
 
 
-def run_lab(page: Page, base_url: str, lab: str = RUN_LAB) -> str:
-    """Start ``lab`` with its defaults from its page and wait until it ends; the run's URL."""
-    page.goto(f"{base_url}/labs/{lab}")
+def run_lab(
+    page: Page, base_url: str, lab: str = RUN_LAB, params: dict[str, str] | None = None
+) -> str:
+    """Start ``lab`` from its page (its form prefilled with ``params``, else its
+    defaults) and wait until it ends; the run's URL."""
+    query = "&".join(f"{k}={v}" for k, v in (params or {}).items())
+    page.goto(f"{base_url}/labs/{lab}" + (f"?{query}" if query else ""))
     page.locator("#lab-form button[type=submit]").click()
     page.locator(".run-status .status.succeeded").wait_for(timeout=RUN_TIMEOUT_MS)
     page.wait_for_url("**/runs/**")
     return page.url
-
-
-def start_run(page: Page, base_url: str, lab: str, params: dict[str, str]) -> str:
-    """Run ``lab`` with ``params`` (form fields) from its page; the finished run's path."""
-    query = "&".join(f"{k}={v}" for k, v in params.items())
-    page.goto(f"{base_url}/labs/{lab}?{query}")
-    page.locator("#lab-form button[type=submit]").click()
-    page.locator(".run-status .status.succeeded").wait_for(timeout=RUN_TIMEOUT_MS)
-    page.wait_for_url("**/runs/**")
-    return page.url.removeprefix(base_url)
 
 
 def run_lesson(page: Page, base_url: str, slug: str = LESSON_WITH_RUNS) -> None:
@@ -103,8 +97,10 @@ def share(page: Page, base_url: str, run_path: str) -> str:
 
 def run_views(page: Page, base_url: str) -> list[tuple[str, str]]:
     """(name, path) of the run views: the model labs, compare, shared."""
-    views = [(f"run-{lab}", start_run(page, base_url, lab, {})) for lab in MODEL_LABS]
-    a, b = (start_run(page, base_url, "block-quantize", p) for p in COMPARE)
+    views = [
+        (f"run-{lab}", run_lab(page, base_url, lab).removeprefix(base_url)) for lab in MODEL_LABS
+    ]
+    a, b = (run_lab(page, base_url, "block-quantize", p).removeprefix(base_url) for p in COMPARE)
     ids = [path.rsplit("/", 1)[1] for path in (a, b)]
     views.append(("compare", f"/runs/compare?a={ids[0]}&b={ids[1]}"))
     views.append(("shared", share(page, base_url, a)))
