@@ -34,6 +34,20 @@ PRELOAD = (
     "transformers.models.llama.modeling_llama",
     "transformers.integrations.sdpa_attention",
     "labs.viz.charts",
+    # What the model labs import inside their run functions (definitions only, no tensor
+    # work at import): without these every model-lab child imported them again.
+    "labs.lm.batches",
+    "labs.lm.calibrate",
+    "labs.lm.card",
+    "labs.lm.corpus",
+    "labs.lm.evaluate",
+    "labs.lm.fakequant",
+    "labs.lm.intervals",
+    "labs.lm.kvcache",
+    "labs.lm.reference",
+    "labs.quant.awq",
+    "labs.quant.gptq",
+    "labs.viz.model_charts",
     "encodings.idna",
     "json",
     "subprocess",
@@ -64,6 +78,10 @@ def preload() -> dict[str, str]:
     except Exception as e:  # a broken model directory is the run's error, not ours
         failed["token ids"] = f"{type(e).__name__}: {e}"
     try:
+        warm_model_loading()
+    except Exception as e:  # transformers moved it: the runs pay, nothing breaks
+        failed["model loading"] = f"{type(e).__name__}: {e}"
+    try:
         warm_charts()
     except Exception as e:  # a chart that cannot be drawn is the run's error, not ours
         failed["chart"] = f"{type(e).__name__}: {e}"
@@ -82,6 +100,15 @@ def _lab_modules() -> list[str]:
     from labs.registry import LAB_MODULES
 
     return list(LAB_MODULES)
+
+
+def warm_model_loading() -> None:
+    """Build transformers' table of checkpoint renamings (~900 regular expressions, pure
+    Python) that its first ``from_pretrained`` in a process builds and caches: without
+    it every model-lab run paid 0.18 s of regex compiling here before loading a weight."""
+    from transformers import conversion_mapping
+
+    conversion_mapping.get_checkpoint_conversion_mapping("llama")
 
 
 def warm_charts() -> None:

@@ -1,12 +1,13 @@
-"""Preload as the fork server does, then run block-quantize in forked children and print
-(as one JSON line) the modules each child had to import that the parent had not. A
-separate process: pytest's own may have done threaded torch work, after which a fork
-can hang."""
+"""Preload as the fork server does, then run labs in forked children and print (as one
+JSON line) the modules each child had to import that the parent had not, and how many
+regular expressions it had to compile (``re``'s cache misses). A separate process:
+pytest's own may have done threaded torch work, after which a fork can hang."""
 
 from __future__ import annotations
 
 import json
 import os
+import re._compiler
 import sys
 
 from labs.base import EventContext
@@ -14,7 +15,16 @@ from labs.registry import all_labs
 from labs.runtime.warm import preload
 
 
-def new_modules(lab_id: str, params: dict[str, object]) -> list[str]:
+_compiled = [0]
+_compile = re._compiler.compile
+
+
+def _counting_compile(*args: object, **kwargs: object) -> object:
+    _compiled[0] += 1
+    return _compile(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def new_work(lab_id: str, params: dict[str, object]) -> dict[str, object]:
     lab = dict(all_labs())[lab_id]
     checked = lab.validate(params)
     r, w = os.pipe()
@@ -26,8 +36,10 @@ def new_modules(lab_id: str, params: dict[str, object]) -> list[str]:
 
             torch.set_num_threads(1)
             before = set(sys.modules)
+            re._compiler.compile = _counting_compile  # type: ignore[assignment]
             lab.execute(checked, EventContext(lambda kind, data: None))
-            os.write(w, json.dumps(sorted(set(sys.modules) - before)).encode())
+            new = sorted(set(sys.modules) - before)
+            os.write(w, json.dumps({"modules": new, "regexes": _compiled[0]}).encode())
             code = 0
         finally:
             os._exit(code)
@@ -37,13 +49,13 @@ def new_modules(lab_id: str, params: dict[str, object]) -> list[str]:
     _, status = os.waitpid(pid, 0)
     if status != 0:
         raise RuntimeError(f"the child failed ({status})")
-    return list(json.loads(out))
+    return dict(json.loads(out))
 
 
 def main() -> None:
     failed = preload()
     cases = json.loads(sys.argv[1])
-    print(json.dumps({"failed": failed, "new": [new_modules(lab, p) for lab, p in cases]}))
+    print(json.dumps({"failed": failed, "new": [new_work(lab, p) for lab, p in cases]}))
 
 
 if __name__ == "__main__":
