@@ -74,6 +74,20 @@ def clamp_groups(w: torch.Tensor, max_val: torch.Tensor) -> torch.Tensor:
     return torch.maximum(torch.minimum(g, m), -m).reshape(w.shape)
 
 
+def rows_independent(key: str, options: dict[str, Any], width: int) -> bool:
+    """Whether rows of ``width`` quantized stacked get the bits each gets alone: no scale
+    spans rows (one per tensor, as fp8's, or NVFP4's second level), and a flat layout's
+    blocks end where a row does."""
+    from labs.quant.api import get_format
+
+    fmt = get_format(key, **options)
+    if fmt.scale_scope == "tensor":
+        return False
+    if quantize(torch.ones(1, width), key, **options).tensor_scale is not None:
+        return False
+    return fmt.layout_kind == "rows" or width % (fmt.block_size or width) == 0
+
+
 def clip_search(
     w: torch.Tensor, x: torch.Tensor, key: str, options: dict[str, Any], group: int | None
 ) -> torch.Tensor:
@@ -95,7 +109,7 @@ def clip_search(
     n = int(CLIP_MAX_SHRINK * CLIP_GRID)
     shrinks = torch.tensor([1 - i / CLIP_GRID for i in range(n)], dtype=wf.dtype)
     max_vals = org_max[None] * shrinks.to(wf.device)[:, None, None]  # [c, o, g]
-    stacked = quantize(wf[:1], key, **options).tensor_scale is None
+    stacked = rows_independent(key, options, width)
 
     def deq(c: slice) -> torch.Tensor:  # [c·o, in]: the clamped weights of shrinks c, quantized
         m = max_vals[c].reshape(-1, groups)
@@ -160,9 +174,20 @@ def awq(
             total += float(((dw @ gram) * dw).sum()) / (x.shape[0] * w.shape[0])
         return total
 
+    # Linears that share the input are quantized as one stacked matrix when that changes
+    # no row's bits: one call a trial instead of one per linear.
+    stacked = (
+        torch.cat(originals)
+        if len(weights) > 1 and rows_independent(key, opts, x.shape[-1])
+        else None
+    )
+    sizes = [w.shape[0] for w in weights]
+
     def trial(alpha: float) -> tuple[float, torch.Tensor]:
         s = x_mean.pow(alpha).clamp(min=1e-4)
         s = s / (s.max() * s.min()).sqrt()
+        if stacked is not None:
+            return loss(list(fake_quantize_scaled(stacked, s, key, opts)[0].split(sizes))), s
         return loss([fake_quantize_scaled(w, s, key, opts)[0] for w in weights]), s
 
     # Each α is independent: on the CPU the grid is spread over the run's cores.

@@ -18,6 +18,7 @@ process and the budget labs can read it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from enum import StrEnum
@@ -191,25 +192,32 @@ class FormatSpec:
     ) -> FormatSpec:
         """This row with one ``scale_bits`` scale (and zero point) per tensor
         (``"tensor"``), per row (``"channel"``) or per block of ``granularity`` values.
-        With zero points the grid is asymmetric: unsigned codes 0 .. 2**element_bits - 1."""
-        row = self
-        if zero_point_bits:
-            row = row.replace(element_min=0, element_max=(1 << self.element_bits) - 1)
-        if granularity == "tensor":
-            return row.replace(
-                block_size=None,
-                scale_bits=0,
-                zero_point_bits=0,
-                tensor_scale_bits=scale_bits + zero_point_bits,
-                scale_type=scale_type,
-            )
+        With zero points the grid is asymmetric: unsigned codes 0 .. 2**element_bits - 1.
+        Cached: a format asks for its row several times in every ``quantize`` call."""
+        return _with_granularity(self, granularity, scale_bits, scale_type, zero_point_bits)
+
+
+@functools.cache
+def _with_granularity(
+    row: FormatSpec, granularity: str | int, scale_bits: int, scale_type: str, zero_point_bits: int
+) -> FormatSpec:
+    if zero_point_bits:
+        row = row.replace(element_min=0, element_max=(1 << row.element_bits) - 1)
+    if granularity == "tensor":
         return row.replace(
-            block_size=None if granularity == "channel" else granularity,
-            scale_bits=scale_bits,
-            zero_point_bits=zero_point_bits,
-            tensor_scale_bits=0,
+            block_size=None,
+            scale_bits=0,
+            zero_point_bits=0,
+            tensor_scale_bits=scale_bits + zero_point_bits,
             scale_type=scale_type,
         )
+    return row.replace(
+        block_size=None if granularity == "channel" else granularity,
+        scale_bits=scale_bits,
+        zero_point_bits=zero_point_bits,
+        tensor_scale_bits=0,
+        scale_type=scale_type,
+    )
 
 
 _AFFINE = (

@@ -46,17 +46,20 @@ def _shared_input_sets(
     options: dict[str, Any],
 ) -> list[list[str]]:
     """The linears of a layer grouped by the input tensor they share (q/k/v, gate/up),
-    when stacking their rows changes no scale (the format has no per-tensor scale);
-    otherwise each linear alone."""
-    from labs.quant import quantize
+    when stacking their rows changes no row's bits (no scale spans rows); otherwise each
+    linear alone."""
+    from labs.quant.awq import rows_independent
 
-    sample = next(iter(originals.values()))
-    if quantize(sample[:1].float(), key, **options).tensor_scale is not None:
-        return [[n] for n in inputs]
     sets: dict[int, list[str]] = {}
     for n in inputs:
         sets.setdefault(id(inputs[n]), []).append(n)
-    return list(sets.values())
+    out: list[list[str]] = []
+    for members in sets.values():
+        if rows_independent(key, options, originals[members[0]].shape[1]):
+            out.append(members)
+        else:
+            out.extend([n] for n in members)
+    return out
 
 
 def _quantize(

@@ -8,6 +8,7 @@ column by column, without lazy batching, and AWQ's grid search written out direc
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from labs.quant import quantize
@@ -156,24 +157,72 @@ def test_awq_clipping_lowers_the_output_error_and_spares_q_and_k() -> None:
     )
 
 
-def test_clip_search_with_a_per_tensor_scale_tries_each_shrink_alone() -> None:
-    """nvfp4 has a per-tensor scale: the shrinks cannot share one quantize call (the
-    stack's maximum would set it), so each is quantized alone, as one at a time would."""
+@pytest.mark.parametrize(
+    ("key", "options", "group"),
+    [("nvfp4", {}, 16), ("fp8_e4m3", {}, None), ("int4", {"granularity": "tensor"}, None)],
+)
+def test_clip_search_with_a_per_tensor_scale_tries_each_shrink_alone(
+    key: str, options: dict[str, object], group: int | None
+) -> None:
+    """nvfp4's second-level scale and fp8's (or per-tensor int4's) one scale span the
+    tensor: the shrinks cannot share one quantize call (the stack's maximum would set
+    it), so each is quantized alone, as one at a time would."""
     from labs.quant.awq import CLIP_GRID, clamp_groups
 
     torch.manual_seed(17)
     w = torch.distributions.StudentT(3.0).sample((32, 64)) * 0.02
     x = calib(18, n=600, d=64)
-    ours = clip_search(w, x, "nvfp4", {}, 16)
-    xs = x[:: max(1, x.shape[0] // 512)].reshape(-1, 4, 16)
-    org_max = w.reshape(32, 4, 16).abs().amax(-1)
-    org_out = torch.einsum("ogk,tgk->ogt", w.reshape(32, 4, 16), xs)
+    ours = clip_search(w, x, key, options, group)
+    gs = group or 64
+    xs = x[:: max(1, x.shape[0] // 512)].reshape(-1, 64 // gs, gs)
+    org_max = w.reshape(32, 64 // gs, gs).abs().amax(-1)
+    org_out = torch.einsum("ogk,tgk->ogt", w.reshape(32, 64 // gs, gs), xs)
     best, min_err = org_max.clone(), torch.full_like(org_max, 1e9)
     for i in range(10):
         max_val = org_max * (1 - i / CLIP_GRID)
-        q = quantize(clamp_groups(w, max_val), "nvfp4").dequantize().reshape(32, 4, 16)
-        err = (torch.einsum("ogk,tgk->ogt", q, xs) - org_out).pow(2).mean(-1)
+        q = quantize(clamp_groups(w, max_val), key, **options).dequantize()
+        err = torch.einsum("ogk,tgk->ogt", q.reshape(32, 64 // gs, gs), xs) - org_out
+        err = err.pow(2).mean(-1)
         better = err < min_err
         min_err[better], best[better] = err[better], max_val[better]
     assert (ours == best).float().mean() >= 0.98  # noqa: PLR2004
     assert (ours < org_max).any()
+
+
+@pytest.mark.parametrize(
+    ("key", "options"),
+    [
+        ("int4", {}),
+        ("nf4", {}),
+        ("nvfp4", {}),
+        ("fp8_e4m3", {}),
+        ("int4", {"granularity": "tensor"}),
+    ],
+)
+def test_awq_scores_linears_that_share_an_input_as_each_alone(
+    key: str, options: dict[str, object]
+) -> None:
+    """q/k/v share one scale search: each α's loss is the sum of each linear's own loss,
+    whether the format lets their rows be quantized stacked (int4, nf4) or a scale spans
+    the tensor and each must be quantized alone (nvfp4, fp8, per-tensor int4)."""
+    x = calib(20, n=256, d=64)
+    ws = [torch.randn(n, 64, generator=torch.Generator().manual_seed(n)) * 0.05 for n in (32, 16)]
+    both = awq(ws, x, key, options, n_grid=5, clip=False)
+    alone = [awq([w], x, key, options, n_grid=5, clip=False) for w in ws]
+    expected = [a + b for a, b in zip(alone[0].losses, alone[1].losses, strict=True)]
+    assert both.losses == pytest.approx(expected, rel=1e-6)
+
+
+def test_gptq_stacks_only_the_linears_whose_rows_are_independent() -> None:
+    """The lab runs q/k/v (and gate/up) as one GPTQ pass when that changes no row's bits;
+    with a scale that spans the tensor each linear keeps its own."""
+    from labs.quant_algorithms.compute import _shared_input_sets
+
+    x, y = torch.randn(8, 64), torch.randn(8, 128)
+    inputs = {"q": x, "k": x, "v": x, "o": y}
+    originals = {"q": torch.randn(8, 64), "k": torch.randn(4, 64), "v": torch.randn(4, 64)}
+    originals["o"] = torch.randn(8, 128)
+    assert _shared_input_sets(inputs, originals, "int4", {}) == [["q", "k", "v"], ["o"]]
+    for key, options in [("fp8_e4m3", {}), ("nvfp4", {}), ("int8", {"granularity": "tensor"})]:
+        sets = _shared_input_sets(inputs, originals, key, options)
+        assert sets == [["q"], ["k"], ["v"], ["o"]], key
