@@ -8,11 +8,18 @@ pays the imports and the file cache. Printed as a ratio to the 3 s a default run
 stay within on 2 cores (issue 20, "Speed"), with wall and CPU time; wall time is what
 a learner waits for, and varies with the load of a shared machine.
 
+Server time (``--server N``): each lab's default run N times through the real server,
+queue and one worker process (a fork-server child per run, in its sandbox), the run's own ``duration_s`` (the child, from fork to result) and click → the
+stream's end, median and worst; this is the time the 3 s budget is about. With
+``--compare DIR`` another checkout (e.g. the commit before a change) is measured the
+same way in the same invocation, interleaved lab by lab, so both share the load.
+
 Memory: ``model-quality`` (q4_0) in a fresh process per ``eval_tokens`` value; the
 child's peak RSS should stay flat once the reference log-probabilities reach their
 budget (``labs.lm.reference.CACHE_BYTES``), not grow with the text.
 
-Run: .venv/bin/python benchmarks/model_labs.py [--repeats 3] [--rss] [--rss-only]
+Run: .venv/bin/python benchmarks/model_labs.py [--repeats 3] [--server 5 [--compare DIR]]
+     [--rss] [--rss-only]
 """
 
 from __future__ import annotations
@@ -72,6 +79,59 @@ def times(repeats: int) -> None:
         )
 
 
+def server_runs(url: str, lab_id: str, n: int) -> list[tuple[float, float]]:
+    """(child seconds, click → end seconds) of ``n`` default runs of ``lab_id``."""
+    from benchmarks.labs import learner
+
+    c = learner(url)
+    out = []
+    for _ in range(n):
+        started = time.perf_counter()
+        r = c.post(f"/api/labs/{lab_id}/runs", json={})
+        r.raise_for_status()
+        run_id = r.json()["id"]
+        with c.stream("GET", f"/api/runs/{run_id}/events") as s:
+            for line in s.iter_lines():
+                if line == "event: end":
+                    break
+        took = time.perf_counter() - started
+        run = c.get(f"/api/runs/{run_id}").json()
+        if run["status"] != "succeeded":
+            raise RuntimeError(f"{lab_id}: run {run_id} ended {run['status']}")
+        out.append((float(run["duration_s"]), took))
+    return out
+
+
+def server(n: int, compare: Path | None) -> None:
+    import statistics
+    import tempfile
+    from contextlib import ExitStack
+
+    from benchmarks.labs import base_env, migrate, stack
+
+    trees = {"this checkout": ROOT, **({f"{compare}": compare} if compare else {})}
+    print(f"default runs through the server (one worker), {n} each:")
+    with ExitStack() as stacks:
+        urls = {}
+        for name, root in trees.items():
+            env = base_env(Path(stacks.enter_context(tempfile.TemporaryDirectory())))
+            migrate(env, root)
+            urls[name] = stacks.enter_context(stack(env, 1, root))
+        for url in urls.values():  # warm-up: the first run of a worker pays its set-up
+            server_runs(url, "kv-quant", 1)
+        for lab_id in LABS:
+            for name, url in urls.items():
+                got = server_runs(url, lab_id, n)
+                child = [g[0] for g in got]
+                click = [g[1] for g in got]
+                med = statistics.median(child)
+                print(
+                    f"  {lab_id:20s} {name}: child {med:5.2f} s median, {max(child):5.2f} worst "
+                    f"({med / BUDGET_S:.2f} of the {BUDGET_S:.0f} s budget); click → end "
+                    f"{statistics.median(click):5.2f} s"
+                )
+
+
 def rss_child(eval_tokens: int) -> None:
     """In a fresh process: one model-quality run; prints its peak RSS as JSON."""
     configure()
@@ -106,6 +166,8 @@ def rss_curve() -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--server", type=int, default=0, help="runs per lab through the server")
+    ap.add_argument("--compare", type=Path, help="another checkout, measured alongside")
     ap.add_argument("--rss", action="store_true", help="also the peak-RSS curve (minutes)")
     ap.add_argument("--rss-only", action="store_true")
     ap.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
@@ -113,7 +175,9 @@ def main() -> int:
     if args.rss_child:
         rss_child(args.rss_child)
         return 0
-    if not args.rss_only:
+    if args.server:
+        server(args.server, args.compare)
+    elif not args.rss_only:
         times(args.repeats)
     if args.rss or args.rss_only:
         rss_curve()

@@ -162,6 +162,7 @@ def gptq(
     gridT: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
     if scale is not None and offset is not None:
         gridT = _transposed_grid(scale, offset)
+    shifted = gridT is not None and bool(gridT[1].any())  # any block with an offset
     # The column loop's cost is dispatch, not arithmetic (~10 small torch ops a column):
     # every view it needs (each column, each tail of the block, each row of H⁻¹) is taken
     # in one call per block, not one per column.
@@ -189,21 +190,24 @@ def gptq(
                         gridT = (torch.zeros_like(WT), torch.zeros_like(WT), torch.zeros_like(WT))
                     for m, v in zip(gridT, _transposed_grid(gs, go), strict=True):
                         m[col : col + group] = v
+                    shifted = shifted or bool(go.any())
                 else:
                     cur = torch.cat([QT[:i1], Q1[:i], W1[i:], WT[i2:]]).T
                     gridT = _transposed_grid(*grid(quantize(cur, fmt)))
+                    shifted = bool(gridT[1].any())
             assert gridT is not None
             s_col, o_col, inv_col = gridT[0][col], gridT[1][col], gridT[2][col]
             wcol = w_cols[i]
-            if integer:  # evenly spaced elements: round and clamp (the common int case)
-                u = (wcol - o_col) * inv_col
-                qcol = torch.round(u).clamp_(lo, hi).mul_(s_col).add_(o_col)
+            qcol = q_cols[i]  # written in place: no temporaries to copy back
+            if integer and shifted:  # evenly spaced elements: round and clamp
+                torch.sub(wcol, o_col, out=qcol).mul_(inv_col)
+                qcol.round_().clamp_(lo, hi).mul_(s_col).add_(o_col)
+            elif integer:  # symmetric (the common int case): no offset to take and add
+                torch.mul(wcol, inv_col, out=qcol).round_().clamp_(lo, hi).mul_(s_col)
             else:
-                qcol = round_to_grid(wcol, s_col, o_col, table)
-            q_cols[i].copy_(qcol)
-            err = (wcol - qcol) / diag[i]
+                qcol.copy_(round_to_grid(wcol, s_col, o_col, table))
+            err = torch.sub(wcol, qcol, out=e_cols[i]).div_(diag[i])
             tails[i].sub_(torch.outer(h_tails[i], err))
-            e_cols[i].copy_(err)
         loss += Err1.double().pow(2).sum() / 2  # once per block, not per column
         QT[i1:i2] = Q1
         WT[i2:] -= Hinv[i1:i2, i2:].T @ Err1

@@ -359,6 +359,27 @@ def enter(cfg: SandboxConfig, fallback_tmp: str, parent_pid: int) -> tuple[Prote
     return p, tmpdir
 
 
+# glibc's malloc maps every block over 128 KiB afresh and unmaps it when freed, so a fresh
+# child page-faults in each new tensor again (a model lab: ~200k faults, 0.7 s of system
+# time here). Up to these sizes freed memory stays in the heap for the next tensor, and
+# larger ones are still returned at once; a child lives for one run.
+MMAP_THRESHOLD = 32 * MIB
+TRIM_THRESHOLD = 128 * MIB
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
+
+
+def keep_freed_memory() -> bool:
+    """Raise glibc malloc's mmap and trim thresholds (quant-algorithms' default run: 211k
+    → 90k page faults, 0.74 → 0.49 s of system time); False where malloc is not glibc's."""
+    try:
+        mallopt = LIBC.mallopt
+    except AttributeError:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )
+
+
 def prepare_torch(cfg: SandboxConfig, p: Protections) -> dict[str, Any]:
     """Thread count and GPU memory cap, in the child; returns what the device is."""
     import torch
@@ -367,6 +388,7 @@ def prepare_torch(cfg: SandboxConfig, p: Protections) -> dict[str, Any]:
 
     torch.set_num_threads(cfg.threads)
     set_workers(max(cfg.threads, cfg.cpus))
+    keep_freed_memory()
     env: dict[str, Any] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
