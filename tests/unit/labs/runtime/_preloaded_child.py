@@ -14,7 +14,6 @@ from labs.base import EventContext
 from labs.registry import all_labs
 from labs.runtime.warm import preload
 
-
 _compiled = [0]
 _compile = re._compiler.compile
 
