@@ -105,6 +105,30 @@ def hessian(x: torch.Tensor) -> torch.Tensor:
     return 2.0 * x.T @ x / x.shape[0]
 
 
+def _consecutive_integers(table: torch.Tensor) -> bool:
+    """Whether the element table is every integer from its first to its last."""
+    steps = torch.arange(int(table[0]), int(table[-1]) + 1, device=table.device).float()
+    return bool(torch.equal(table, steps))
+
+
+def _prepared(
+    w: torch.Tensor, h: torch.Tensor, damp: float, act_order: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The weight (dead columns zeroed, permuted with act_order), the upper Cholesky
+    factor of the damped inverse Hessian, and the permutation (or None)."""
+    W = w.detach().float().clone()
+    H = h.detach().float().clone()
+    dead = torch.diag(H) == 0
+    H[dead, dead] = 1.0
+    W[:, dead] = 0.0
+    perm = torch.argsort(torch.diag(H), descending=True) if act_order else None
+    if perm is not None:
+        W, H = W[:, perm], H[perm][:, perm]
+    H += damp * torch.mean(torch.diag(H)) * torch.eye(W.shape[1], device=H.device)
+    L = torch.linalg.cholesky(H)
+    return W, torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True), perm
+
+
 def gptq(
     w: torch.Tensor,
     h: torch.Tensor,
@@ -119,18 +143,8 @@ def gptq(
     opts = dict(options or {})
     fmt = get_format(key, **opts)
     table = element_table(key, tuple(sorted(opts.items()))).to(w.device)
-    W = w.detach().float().clone()
-    H = h.detach().float().clone()
+    W, Hinv, perm = _prepared(w, h, damp, act_order)
     cols = W.shape[1]
-    dead = torch.diag(H) == 0
-    H[dead, dead] = 1.0
-    W[:, dead] = 0.0
-    perm = torch.argsort(torch.diag(H), descending=True) if act_order else None
-    if perm is not None:
-        W, H = W[:, perm], H[perm][:, perm]
-    H += damp * torch.mean(torch.diag(H)) * torch.eye(cols, device=H.device)
-    L = torch.linalg.cholesky(H)
-    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True)
 
     # Groups are contiguous input columns, as the formats store them. With act_order
     # (or one scale per row/tensor) every grid is fixed up front from the original
@@ -144,11 +158,7 @@ def gptq(
         scale, offset = grid(quantize(w.detach().float(), fmt))
         if perm is not None:
             scale, offset = scale[:, perm], offset[:, perm]
-    integer = bool(
-        torch.equal(
-            table, torch.arange(int(table[0]), int(table[-1]) + 1, device=table.device).float()
-        )
-    )
+    integer = _consecutive_integers(table)
     lo, hi = float(table[0]), float(table[-1])
     # Worked on Wᵀ [in, out]: a column of W is a contiguous row, so each column's ops
     # read and write one cache-friendly vector (1.3-2.5× faster than strided columns).
