@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -130,14 +131,13 @@ STAGES = (
 )
 
 
-def turnaround(
-    c: httpx.Client, params: dict[str, object] = PARAMS, stages: list[list[float]] | None = None
-) -> float:
-    """Seconds from POST to the stream's `end` event; with ``stages``, appends the
-    seconds of each of STAGES (from the run's timestamps: same host, same clock)."""
-    posted = time.time()
+def run_to_end(
+    c: httpx.Client, lab_id: str, params: dict[str, object]
+) -> tuple[dict[str, Any], float]:
+    """POST a run, read its stream to the `end` event; the stored run (it must have
+    succeeded) and the seconds from POST to `end`."""
     started = time.perf_counter()
-    r = c.post("/api/labs/block-quantize/runs", json=params)
+    r = c.post(f"/api/labs/{lab_id}/runs", json=params)
     r.raise_for_status()
     run_id = r.json()["id"]
     with c.stream("GET", f"/api/runs/{run_id}/events") as s:
@@ -147,7 +147,17 @@ def turnaround(
     took = time.perf_counter() - started
     run = c.get(f"/api/runs/{run_id}").json()
     if run["status"] != "succeeded":
-        raise RuntimeError(f"run {run_id} ended {run['status']}")
+        raise RuntimeError(f"{lab_id}: run {run_id} ended {run['status']}")
+    return run, took
+
+
+def turnaround(
+    c: httpx.Client, params: dict[str, object] = PARAMS, stages: list[list[float]] | None = None
+) -> float:
+    """Seconds from POST to the stream's `end` event; with ``stages``, appends the
+    seconds of each of STAGES (from the run's timestamps: same host, same clock)."""
+    posted = time.time()
+    run, took = run_to_end(c, "block-quantize", params)
     if stages is not None:
         created, begun, ended = (
             _epoch(run[k]) for k in ("created_at", "started_at", "finished_at")

@@ -81,23 +81,12 @@ def times(repeats: int) -> None:
 
 def server_runs(url: str, lab_id: str, n: int) -> list[tuple[float, float]]:
     """(child seconds, click → end seconds) of ``n`` default runs of ``lab_id``."""
-    from benchmarks.labs import learner
+    from benchmarks.labs import learner, run_to_end
 
     c = learner(url)
     out = []
     for _ in range(n):
-        started = time.perf_counter()
-        r = c.post(f"/api/labs/{lab_id}/runs", json={})
-        r.raise_for_status()
-        run_id = r.json()["id"]
-        with c.stream("GET", f"/api/runs/{run_id}/events") as s:
-            for line in s.iter_lines():
-                if line == "event: end":
-                    break
-        took = time.perf_counter() - started
-        run = c.get(f"/api/runs/{run_id}").json()
-        if run["status"] != "succeeded":
-            raise RuntimeError(f"{lab_id}: run {run_id} ended {run['status']}")
+        run, took = run_to_end(c, lab_id, {})
         out.append((float(run["duration_s"]), took))
     return out
 
