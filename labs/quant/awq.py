@@ -38,6 +38,14 @@ from labs.quant.api import quantize
 CLIP_GRID = 20  # the reference's n_grid
 CLIP_MAX_SHRINK = 0.5  # the reference's max_shrink: shrinks i/20 for i < 10
 CLIP_TOKENS = 512  # the reference's n_sample_token
+MAX_ROWS = 4096  # calibration tokens the scale search reads at most
+
+
+def search_rows(n: int, max_rows: int = MAX_ROWS) -> torch.Tensor | None:
+    """Which of ``n`` calibration tokens the scale search reads: ``max_rows`` evenly
+    spaced ones (sorted, distinct), which keeps it cheap and deterministic; None for all
+    of them when there are no more than that."""
+    return None if n <= max_rows else torch.linspace(0, n - 1, max_rows).long()
 
 
 @dataclass
@@ -81,9 +89,7 @@ def rows_independent(key: str, options: dict[str, Any], width: int) -> bool:
     from labs.quant.api import get_format
 
     fmt = get_format(key, **options)
-    if fmt.scale_scope == "tensor":
-        return False
-    if quantize(torch.ones(1, width), key, **options).tensor_scale is not None:
+    if fmt.scale_scope == "tensor" or fmt.spec.two_level:
         return False
     return fmt.layout_kind == "rows" or width % (fmt.block_size or width) == 0
 
@@ -136,7 +142,7 @@ def awq(
     options: dict[str, Any] | None = None,
     *,
     n_grid: int = 20,
-    max_rows: int = 4096,
+    max_rows: int = MAX_ROWS,
     block: Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor] | None = None,
     clip: Sequence[bool] | bool = True,
 ) -> AWQResult:
@@ -154,8 +160,9 @@ def awq(
     opts = dict(options or {})
     x_all = x.reshape(-1, x.shape[-1]).float()
     x = x_all
-    if x.shape[0] > max_rows:  # evenly spaced rows keep the search cheap and deterministic
-        x = x[torch.linspace(0, x.shape[0] - 1, max_rows).long()]
+    rows = search_rows(x.shape[0], max_rows)
+    if rows is not None:
+        x = x[rows]
     x_mean = x.abs().mean(0)
 
     originals = [w.float() for w in weights]

@@ -152,7 +152,7 @@ def gptq(
     group = fmt.block_size if fmt.scale_scope == "block" and not act_order else None
     # Without a per-tensor scale a group's grid depends on its own columns only, so the
     # group alone is quantized to find it (same grid, far cheaper than the whole matrix).
-    local = quantize(w.detach().float(), fmt).tensor_scale is None
+    local = not fmt.spec.two_level
     scale = offset = None
     if group is None:
         scale, offset = grid(quantize(w.detach().float(), fmt))

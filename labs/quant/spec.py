@@ -122,6 +122,12 @@ class FormatSpec:
         return "channel" if self.scale_bits else "tensor"
 
     @property
+    def two_level(self) -> bool:
+        """Scales per block or row under one more per tensor (NVFP4's FP32 over its E4M3
+        block scales): a block's bits then depend on the whole tensor's amax."""
+        return self.scale_scope != "tensor" and self.tensor_scale_bits > 0
+
+    @property
     def bits_per_value(self) -> float:
         """Stored bits per element: element bits plus per-block scales and zero points.
         Values stored per row or per tensor depend on the shape and are left out."""

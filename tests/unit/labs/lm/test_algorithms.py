@@ -195,6 +195,7 @@ def test_clip_search_with_a_per_tensor_scale_tries_each_shrink_alone(
         ("int4", {}),
         ("nf4", {}),
         ("nvfp4", {}),
+        ("nf4", {"double_quant": True}),
         ("fp8_e4m3", {}),
         ("int4", {"granularity": "tensor"}),
     ],
@@ -204,7 +205,8 @@ def test_awq_scores_linears_that_share_an_input_as_each_alone(
 ) -> None:
     """q/k/v share one scale search: each α's loss is the sum of each linear's own loss,
     whether the format lets their rows be quantized stacked (int4, nf4) or a scale spans
-    the tensor and each must be quantized alone (nvfp4, fp8, per-tensor int4)."""
+    the tensor and each must be quantized alone (nvfp4, fp8, per-tensor int4, and nf4
+    with double quantization, whose block scales share an offset over the tensor)."""
     x = calib(20, n=256, d=64)
     ws = [torch.randn(n, 64, generator=torch.Generator().manual_seed(n)) * 0.05 for n in (32, 16)]
     both = awq(ws, x, key, options, n_grid=5, clip=False)
@@ -223,6 +225,11 @@ def test_gptq_stacks_only_the_linears_whose_rows_are_independent() -> None:
     originals = {"q": torch.randn(8, 64), "k": torch.randn(4, 64), "v": torch.randn(4, 64)}
     originals["o"] = torch.randn(8, 128)
     assert _shared_input_sets(inputs, originals, "int4", {}) == [["q", "k", "v"], ["o"]]
-    for key, options in [("fp8_e4m3", {}), ("nvfp4", {}), ("int8", {"granularity": "tensor"})]:
+    for key, options in [
+        ("fp8_e4m3", {}),
+        ("nvfp4", {}),
+        ("nf4", {"double_quant": True}),
+        ("int8", {"granularity": "tensor"}),
+    ]:
         sets = _shared_input_sets(inputs, originals, key, options)
         assert sets == [["q"], ["k"], ["v"], ["o"]], key
