@@ -47,7 +47,7 @@ def configure() -> str:
     import torch
 
     from labs.quant.parallel import set_workers
-    from labs.runtime.sandbox import lab_cpus, lab_threads
+    from labs.runtime.limits import lab_cpus, lab_threads
 
     threads = lab_threads(1, wide_ops=True)
     torch.set_num_threads(threads)

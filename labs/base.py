@@ -222,7 +222,7 @@ class Lab:
     time_limit_s: float = 60.0
     memory_limit_mb: int = 2048
     # Large torch ops (a model's forward passes): the child gets every core of its run
-    # as torch threads, not half (labs.runtime.sandbox.lab_threads).
+    # as torch threads, not half (labs.runtime.limits.lab_threads).
     wide_ops: bool = False
     numeric_outputs: tuple[tuple[str, str], ...] = ()  # (result key, unit) a learner can predict
     # The run page's headline tiles from the stored result (labs.viz.tiles); None: the

@@ -44,7 +44,7 @@ from labs.base import InvalidParams, NeedsGPU
 from labs.hardware.nvidia_smi import query_dicts as nvidia_smi
 from labs.runtime.executor import Job, Outcome, execute
 from labs.runtime.forkserver import ForkServer
-from labs.runtime.sandbox import MIB, SandboxConfig, lab_cpus, lab_threads
+from labs.runtime.limits import MIB, SandboxConfig, lab_cpus, lab_threads
 from labs.runtime.warm import cpu_model
 
 log = logging.getLogger("lowbit.worker")

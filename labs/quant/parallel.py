@@ -16,7 +16,7 @@ result does not depend on which thread ran which chunk (nor on the chunk size).
 caller's setting is put back when the last concurrent map ends.
 
 How many threads: torch's intra-op thread count, unless ``set_workers`` gave a budget of
-its own. The lab sandbox does (labs.runtime.sandbox): a lab child keeps 1 intra-op
+its own. The lab sandbox does (labs.runtime.limits): a lab child keeps 1 intra-op
 thread, since one-off torch ops on small tensors get slower with more, while a map,
 which only spreads work that is at least two chunks of 64 Ki values, may use every core
 the run was given.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from labs.runtime.sandbox import SandboxConfig
+from labs.runtime.limits import SandboxConfig
 
 EventBatch = list[tuple[str, dict[str, Any]]]
 

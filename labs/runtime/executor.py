@@ -32,10 +32,8 @@ from typing import Any, Protocol
 
 from labs.base import EventContext, Lab, LabParams
 from labs.runtime.collector import Collector, EventBatch
+from labs.runtime.limits import MIB, Protections, SandboxConfig
 from labs.runtime.sandbox import (
-    MIB,
-    Protections,
-    SandboxConfig,
     die_with_parent,
     enter,
     prepare_torch,

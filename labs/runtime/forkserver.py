@@ -39,7 +39,7 @@ from typing import Any
 
 from labs.base import Lab
 from labs.runtime.executor import SERVER_LOST, Job, start_child
-from labs.runtime.sandbox import KEEP_ENV, SandboxConfig
+from labs.runtime.limits import KEEP_ENV, SandboxConfig
 from labs.runtime.spare import EXIT_NO_SPARE, Spare, config_key, fork_spare
 from labs.runtime.trees import Tree, Trees, reap
 

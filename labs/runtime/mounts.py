@@ -11,12 +11,8 @@ import errno
 import os
 import stat
 import sys
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # sandbox imports this module: only the types come from there
-    from labs.runtime.sandbox import Protections, SandboxConfig
-
-MIB = 2**20
+from labs.runtime.limits import MIB, Protections, SandboxConfig
 
 # <linux/mount.h>
 MS_RDONLY = 1

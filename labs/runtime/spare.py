@@ -35,8 +35,9 @@ from labs.runtime.executor import (
     stdin_from_devnull,
     stdio,
 )
+from labs.runtime.limits import SandboxConfig
 from labs.runtime.mounts import TMP, unix_socket_paths
-from labs.runtime.sandbox import SandboxConfig, die_with_parent, enter
+from labs.runtime.sandbox import die_with_parent, enter
 from labs.runtime.trees import Tree, Trees
 
 # A spare that could not set up its sandbox as a run's child would exits with this;

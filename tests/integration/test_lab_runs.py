@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
 from app.db import Run
-from labs.runtime.sandbox import lab_cpus, lab_threads
+from labs.runtime.limits import lab_cpus, lab_threads
 from tests.integration.conftest import Stack, read_sse, start, wait_final, wait_for
 
 FINAL = ("succeeded", "failed", "timed_out", "cancelled")

@@ -9,7 +9,7 @@ import pytest
 
 from app.settings import Settings, pass_models_dir_to_labs
 from labs.lm import models
-from labs.runtime.sandbox import KEEP_ENV
+from labs.runtime.limits import KEEP_ENV
 
 
 def test_the_setting_is_read_from_the_variable_the_labs_read() -> None:

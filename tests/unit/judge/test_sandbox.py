@@ -205,7 +205,7 @@ def test_a_fork_bomb_leaves_lab_runs_their_threads(judge: Judge) -> None:
     import threading
 
     from app.settings import Settings
-    from labs.runtime.sandbox import NPROC_LIMIT
+    from labs.runtime.limits import NPROC_LIMIT
 
     bomb = (
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"

@@ -23,7 +23,7 @@ from app.runs.catalog import lab_catalogue
 from app.runs.worker import LabWorker
 from app.settings import Settings
 from labs.runtime.executor import Job
-from labs.runtime.sandbox import MIB, SandboxConfig
+from labs.runtime.limits import MIB, SandboxConfig
 from tests.conftest import TEST_LAB_MODULES
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from labs.runtime.executor import Job, Outcome, execute
 from labs.runtime.forkserver import ForkServer
+from labs.runtime.limits import MIB, SandboxConfig
 from labs.runtime.probe import PROBES
-from labs.runtime.sandbox import MIB, SandboxConfig
 from labs.runtime.trees import cgroup_base
 from tests.conftest import TEST_LAB_MODULES
 from tests.unit.labs.runtime._warm_parent import processes_named

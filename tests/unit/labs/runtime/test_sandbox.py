@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from labs.runtime.limits import OUTPUT_LIMIT_BYTES
 from labs.runtime.probe import SECRET_MASK
-from labs.runtime.sandbox import OUTPUT_LIMIT_BYTES
 from tests.unit.labs.runtime._warm_parent import WarmParent
 
 ROOT_USER = os.geteuid() == 0
