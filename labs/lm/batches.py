@@ -4,7 +4,9 @@ log-probabilities) run on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -32,6 +34,29 @@ def window_logits(
 def logprobs(model: Any, batch: torch.Tensor, device: str | torch.device = "cpu") -> torch.Tensor:
     """float32 log-probabilities ``[b, context-1, vocab]`` of tokens 2..n of each window."""
     return F.log_softmax(window_logits(model, batch, device), dim=-1)
+
+
+_BATCH = threading.local()
+
+
+@contextmanager
+def marked_batch(first: int) -> Iterator[None]:
+    """While open, this thread runs the batch whose first window is ``first``, so a
+    forward hook (``labs.lm.calibrate``) can tell which tokens it sees, whichever core
+    ``run_batches`` gave the batch."""
+    _BATCH.first = first
+    try:
+        yield
+    finally:
+        _BATCH.first = None
+
+
+def current_batch() -> int:
+    """The first window of the batch this thread runs (``marked_batch``)."""
+    first = getattr(_BATCH, "first", None)
+    if first is None:
+        raise RuntimeError("a forward pass ran outside a marked batch")
+    return first
 
 
 def batch_starts(n: int, batch_size: int) -> list[int]:

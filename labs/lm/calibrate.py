@@ -1,9 +1,15 @@
-"""Calibration for GPTQ and AWQ: each decoder layer's linear inputs, layer by layer.
+"""Calibration for GPTQ and AWQ: the inputs of each decoder layer's linears.
 
-Layers are calibrated in order, as GPTQ and AWQ do: layer ``i``'s inputs are
-captured with layers ``0..i-1`` already quantized, so later layers learn to
-correct for the error earlier ones left. Capturing stops the forward pass at
-the end of layer ``i`` (nothing after it is computed).
+GPTQ calibrates layers in order (``sequential``), as its reference does: layer
+``i``'s inputs are captured with layers ``0..i-1`` already quantized, so later
+layers correct for the error earlier ones left. Capturing stops the forward
+pass at the end of layer ``i`` (nothing after it is computed).
+
+AWQ's reference (llm-awq ``run_awq``, AutoAWQ) searches every layer on the
+unquantized model's activations: scaling is exact in full precision, and each
+layer's output is computed before its weights change. So ``captured_inputs``
+keeps them from a forward pass the run makes anyway (the calibration text's
+reference pass), with no pass of its own.
 """
 
 from __future__ import annotations
@@ -27,18 +33,17 @@ def layer_inputs(
     """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``;
     linears fed the same input (q/k/v, gate/up) share one tensor. Batches run on the
     run's cores, each input stored by batch so the order never depends on them."""
-    from labs.lm.evaluate import batch_starts, run_batches
+    from labs.lm.batches import batch_starts, current_batch, marked_batch, run_batches
 
     starts = batch_starts(windows.shape[0], batch_size)
     got: dict[str, dict[int, torch.Tensor]] = {n: {} for n in names}
-    current = threading.local()  # which batch this thread is running
     hooks = []
     for n in names:
         mod = model.get_submodule(n)
 
         def pre(_m: Any, args: tuple[Any, ...], n: str = n) -> None:
             x = args[0]
-            got[n][current.first] = x.detach().reshape(-1, x.shape[-1]).float().cpu()
+            got[n][current_batch()] = x.detach().reshape(-1, x.shape[-1]).float().cpu()
 
         hooks.append(mod.register_forward_pre_hook(pre))
 
@@ -46,9 +51,8 @@ def layer_inputs(
         raise _Stop
 
     def work(first: int) -> None:
-        current.first = first
         try:
-            with torch.no_grad():
+            with torch.no_grad(), marked_batch(first):
                 model(input_ids=windows[first : first + batch_size].to(device), use_cache=False)
         except _Stop:
             pass
@@ -93,6 +97,42 @@ def sequential(
         quantize_layer(layer, layer_inputs(model, layer, members, windows, batch_size, device))
         if on_layer is not None:
             on_layer(k + 1, len(layers))
+
+
+@contextmanager
+def captured_inputs(
+    model: Any, names: list[str], context: int, rows: torch.Tensor | None = None
+) -> Iterator[dict[str, torch.Tensor]]:
+    """While open, forward passes of ``model`` over windows of ``context`` tokens, run
+    through ``labs.lm.evaluate`` (which marks each batch), keep the input of each linear
+    in ``names``: the tokens numbered ``rows`` (sorted, counted over every window in
+    order; all tokens if None). On exit the yielded dict holds each ``[rows, in]``
+    (float32, on the CPU), in token order whichever cores ran the batches."""
+    from labs.lm.batches import current_batch
+
+    got: dict[str, dict[int, torch.Tensor]] = {n: {} for n in names}
+    hooks = []
+    for n in names:
+
+        def pre(_m: Any, args: tuple[Any, ...], n: str = n) -> None:
+            x = args[0].detach()
+            first = current_batch()
+            flat = x.reshape(-1, x.shape[-1])
+            if rows is not None:
+                lo = first * context
+                lo_i, hi_i = torch.searchsorted(rows, torch.tensor([lo, lo + flat.shape[0]]))
+                flat = flat[rows[lo_i:hi_i] - lo]
+            got[n][first] = flat.float().cpu().clone()
+
+        hooks.append(model.get_submodule(n).register_forward_pre_hook(pre))
+    out: dict[str, torch.Tensor] = {}
+    try:
+        yield out
+    finally:
+        for h in hooks:
+            h.remove()
+    for n, parts in got.items():
+        out[n] = torch.cat([parts[first] for first in sorted(parts)])
 
 
 # The four points where AWQ reads activations in a Llama layer, by the linear they feed.

@@ -27,6 +27,7 @@ from labs.lm import intervals
 from labs.lm.batches import (  # noqa: F401 - part of this module's API
     batch_starts,
     logprobs,
+    marked_batch,
     run_batches,
     window_logits,
     windows,
@@ -191,7 +192,8 @@ def evaluate(
         def work(k: int, group: list[int] = group, refs: list[Any] = refs) -> tuple[int, Any]:
             first = starts[group[k]]
             batch = w[first : first + batch_size]
-            lp = logprobs(model, batch, device)
+            with marked_batch(first):
+                lp = logprobs(model, batch, device)
             tot.add(first, lp, batch[:, 1:].to(lp.device), refs[k])
             return group[k], lp if kept is not None and kept.wants(group[k]) else None
 

@@ -62,85 +62,133 @@ def _shared_input_sets(
     return out
 
 
+def awq_groups(names: list[str]) -> list[tuple[int, tuple[str, ...], list[str]]]:
+    """The linears of ``names`` that share an input, in order: ``(layer, group of
+    AWQ_GROUPS, members present)``; AWQ's search reads the first member's input."""
+    from labs.lm.calibrate import by_layer
+
+    present = set(names)
+    out: list[tuple[int, tuple[str, ...], list[str]]] = []
+    for i in by_layer(names):
+        for group in AWQ_GROUPS:
+            members = [n for n in (f"model.layers.{i}.{g}" for g in group) if n in present]
+            if members:
+                out.append((i, group, members))
+    return out
+
+
+def _gptq_layer(
+    inputs: dict[str, torch.Tensor], params: QuantAlgorithmsParams, editor: WeightEditor
+) -> int:
+    """GPTQ on one layer's linears (in place); returns their stored bytes. A layer's
+    linears are independent, so they are spread over the cores."""
+    import torch
+
+    from labs.quant import quantize
+    from labs.quant.gptq import gptq, hessian
+    from labs.quant.parallel import map_chunks
+
+    options = spec.format_options(params.format, params.granularity)
+    originals = {n: editor.original(n) for n in inputs}
+    sets = _shared_input_sets(inputs, originals, params.format, options)
+
+    def run_set(members: list[str]) -> list[torch.Tensor]:
+        # GPTQ treats rows independently given H: linears fed the same input share
+        # one H and, stacked, one pass over the columns.
+        gr = gptq(
+            torch.cat([originals[n] for n in members]),
+            hessian(inputs[members[0]]),
+            params.format,
+            options,
+            damp=params.damp,
+            act_order=params.act_order,
+        )
+        return list(gr.weight.split([originals[n].shape[0] for n in members]))
+
+    nbytes = 0
+    for members, weights in zip(sets, map_chunks(run_set, sets), strict=True):
+        for n, w in zip(members, weights, strict=True):
+            editor.set(n, w)
+            nbytes += int(quantize(w, params.format, **options).nbytes)
+    return nbytes
+
+
+def _awq_group(
+    ev: Evaluation,
+    layer: int,
+    group: tuple[str, ...],
+    members: list[str],
+    x: torch.Tensor,
+    params: QuantAlgorithmsParams,
+    editor: WeightEditor,
+) -> tuple[int, float]:
+    """AWQ on linears ``members`` of ``group`` in ``layer``, fed the same input ``x``
+    (in place); returns their stored bytes and the chosen α."""
+    from labs.quant.awq import awq
+
+    prefix = f"model.layers.{layer}."
+    ws = [editor.original(n) for n in members]
+    foldable = (
+        group != AWQ_GROUPS[1]
+        or editor.weight(prefix + "self_attn.v_proj").shape[0] == ws[0].shape[1]
+    )
+    ar = awq(  # GQA: 1/s cannot be folded into v_proj, so no scale (n_grid=1) there
+        ws,
+        x,
+        params.format,
+        spec.format_options(params.format, params.granularity),
+        block=_block(ev, prefix, group),
+        n_grid=20 if foldable else 1,
+        clip=[not n.endswith(("q_proj", "k_proj")) for n in members],  # as the reference
+    )
+    for n, dq in zip(members, ar.weights, strict=True):
+        editor.set(n, dq)
+    return sum(ar.nbytes), ar.alpha
+
+
 def _quantize(
     method: str,
     ev: Evaluation,
     cal_w: torch.Tensor,
+    fp_inputs: dict[str, torch.Tensor],
     names: list[str],
     params: QuantAlgorithmsParams,
     editor: WeightEditor,
     ctx: Context,
     frac: tuple[float, float],
 ) -> tuple[int, dict[str, float]]:
-    """Quantize ``names`` in place with ``method``; returns stored bytes and details."""
-    import torch
-
+    """Quantize ``names`` in place with ``method``; returns stored bytes and details.
+    GPTQ captures each layer's inputs with the layers before it quantized; AWQ reads
+    ``fp_inputs``, the unquantized model's (``captured_inputs``), as the references do."""
     from labs.lm import calibrate, fakequant
-    from labs.quant import quantize
-    from labs.quant.awq import awq
-    from labs.quant.gptq import gptq, hessian
-    from labs.quant.parallel import map_chunks
 
-    options = spec.format_options(params.format, params.granularity)
-    nbytes = 0
-    detail: dict[str, float] = {}
     if method == "rtn":
+        options = spec.format_options(params.format, params.granularity)
         return sum(
             r.nbytes for r in fakequant.quantize_model(editor, names, params.format, options)
-        ), detail
-
-    def layer(i: int, inputs: dict[str, torch.Tensor]) -> None:
-        nonlocal nbytes
-        if method == "gptq":  # a layer's linears are independent: spread over the cores
-            originals = {n: editor.original(n) for n in inputs}
-            sets = _shared_input_sets(inputs, originals, params.format, options)
-
-            def run_set(members: list[str]) -> list[torch.Tensor]:
-                # GPTQ treats rows independently given H: linears fed the same input share
-                # one H and, stacked, one pass over the columns.
-                gr = gptq(
-                    torch.cat([originals[n] for n in members]),
-                    hessian(inputs[members[0]]),
-                    params.format,
-                    options,
-                    damp=params.damp,
-                    act_order=params.act_order,
-                )
-                return list(gr.weight.split([originals[n].shape[0] for n in members]))
-
-            for members, weights in zip(sets, map_chunks(run_set, sets), strict=True):
-                for n, w in zip(members, weights, strict=True):
-                    editor.set(n, w)
-                    nbytes += int(quantize(w, params.format, **options).nbytes)
-            return
-        prefix = f"model.layers.{i}."
-        for group in AWQ_GROUPS:
-            members = [prefix + g for g in group if prefix + g in inputs]
-            if not members:
-                continue
-            ws = [editor.original(n) for n in members]
-            foldable = (
-                group != AWQ_GROUPS[1]
-                or editor.weight(prefix + "self_attn.v_proj").shape[0] == ws[0].shape[1]
-            )
-            ar = awq(  # GQA: 1/s cannot be folded into v_proj, so no scale (n_grid=1) there
-                ws,
-                inputs[members[0]],
-                params.format,
-                options,
-                block=_block(ev, prefix, group),
-                n_grid=20 if foldable else 1,
-                clip=[not n.endswith(("q_proj", "k_proj")) for n in members],  # as the reference
-            )
-            for n, dq, b in zip(members, ar.weights, ar.nbytes, strict=True):
-                editor.set(n, dq)
-                nbytes += b
-            detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = ar.alpha
+        ), {}
 
     def on_layer(k: int, n: int) -> None:
         ctx.progress(frac[0] + frac[1] * k / n, f"{method}: layer {k}/{n}")
 
-    calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)
+    if method == "gptq":
+        nbytes = 0
+
+        def layer(_i: int, inputs: dict[str, torch.Tensor]) -> None:
+            nonlocal nbytes
+            nbytes += _gptq_layer(inputs, params, editor)
+
+        calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)
+        return nbytes, {}
+    nbytes, detail = 0, {}
+    groups = awq_groups(names)
+    layers = sorted({i for i, _, _ in groups})
+    for k, (i, group, members) in enumerate(groups):
+        b, alpha = _awq_group(ev, i, group, members, fp_inputs[members[0]], params, editor)
+        nbytes += b
+        detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = alpha
+        if k + 1 == len(groups) or groups[k + 1][0] != i:
+            on_layer(layers.index(i) + 1, len(layers))
     return nbytes, detail
 
 
@@ -158,6 +206,7 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
 
     from labs.lm import calibrate, fakequant, models, session
     from labs.lm.evaluate import compare, evaluate, windows
+    from labs.quant.awq import search_rows
 
     t0 = time.perf_counter()
     ev = session.open_evaluation(params, ctx, 0.0, 0.1)
@@ -168,13 +217,19 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
             "tokens of the calibration text"
         )
     cal_w = windows(cal_ids[: params.calibration_tokens], params.context)
-    # The calibration text's reference pass also collects AWQ's activation statistic.
-    with calibrate.outlier_sums(ev.model) as sums:
+    names = ev.spec.linear_names(params.tensors)
+    # The calibration text's reference pass also collects AWQ's activation statistic
+    # and the inputs its search reads (at most awq.MAX_ROWS tokens of each).
+    points = [g[2][0] for g in awq_groups(names)] if "awq" in params.methods else []
+    rows = search_rows(cal_w.numel())
+    with (
+        calibrate.outlier_sums(ev.model) as sums,
+        calibrate.captured_inputs(ev.model, points, params.context, rows) as fp_inputs,
+    ):
         cal_base, cal_ref = evaluate(
             ev.model, cal_w, batch_size=ev.batch_size, device=ev.device, keep_reference=True
         )
     outliers = _outliers(sums, cal_w.numel()) if "awq" in params.methods else None
-    names = ev.spec.linear_names(params.tensors)
     numel = sum(ev.model.get_submodule(n).weight.numel() for n in names)
     fmt_label = spec.label(params.format, params.granularity)
     editor = fakequant.WeightEditor(ev.model)
@@ -184,7 +239,9 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
     for k, m in enumerate(params.methods):
         start = 0.12 + share * k
         tq = time.perf_counter()
-        nbytes, detail = _quantize(m, ev, cal_w, names, params, editor, ctx, (start, share * 0.6))
+        nbytes, detail = _quantize(
+            m, ev, cal_w, fp_inputs, names, params, editor, ctx, (start, share * 0.6)
+        )
         seconds = time.perf_counter() - tq
         ctx.progress(start + share * 0.6, f"{m}: evaluating")
         held = held_totals[m] = session.score(ev)
