@@ -19,12 +19,6 @@ CONTEXT = 128
 
 
 @pytest.fixture(scope="module")
-def loaded():
-    torch.set_num_threads(1)
-    return models.load(models.SHIPPED)
-
-
-@pytest.fixture(scope="module")
 def cal_w(loaded):
     return windows(session.token_ids(loaded, models.CALIBRATION_FILE)[:1024], CONTEXT)
 

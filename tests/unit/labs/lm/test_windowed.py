@@ -16,12 +16,6 @@ from labs.quant.parallel import set_workers
 
 
 @pytest.fixture(scope="module")
-def loaded():
-    torch.set_num_threads(1)
-    return models.load(models.SHIPPED)
-
-
-@pytest.fixture(scope="module")
 def w(loaded):
     return windows(session.token_ids(loaded, models.HELDOUT_FILE)[:4096], 256)
 
