@@ -32,7 +32,8 @@ from labs.quant.spec import FORMAT_LIMITS, SPECS, FormatKey, FormatSpec
 
 if TYPE_CHECKING:
     from labs.quant.api import FORMATS, bits_per_value, get_format, quantize
-    from labs.quant.core import Format, Layout
+    from labs.quant.core import Format
+    from labs.quant.layout import Layout
     from labs.quant.tensor import Affine, QuantizedTensor
 
 # Loaded on first use, so that ``import labs.quant.spec`` (which imports this package
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 # or the native extension.
 _LAZY = {
     "Format": "labs.quant.core",
-    "Layout": "labs.quant.core",
+    "Layout": "labs.quant.layout",
     "FORMATS": "labs.quant.api",
     "bits_per_value": "labs.quant.api",
     "get_format": "labs.quant.api",

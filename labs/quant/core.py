@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from labs.quant.blockops import block_absmax
+from labs.quant.layout import Layout
 from labs.quant.parallel import map_chunks
 from labs.quant.spec import SPECS, FormatKey, FormatSpec
 from labs.quant.tensor import QuantizedTensor
@@ -45,41 +46,6 @@ CPU_CHUNK_ELEMENTS = 1 << 16
 ACCELERATOR_CHUNK_ELEMENTS = 1 << 26
 
 _REGISTRY: dict[str, type[Format]] = {}
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a tensor of ``shape`` is cut into blocks.
-
-    "rows" formats put blocks along the last dim: the tensor is viewed as ``n_rows`` rows
-    of ``row_len``, each padded to ``padded_row_len`` (a multiple of ``block_len``).
-    "flat" formats (NF4, like bitsandbytes) cut the flattened tensor: one row of
-    ``numel``. Padding repeats the row's last value, which leaves every block statistic
-    (absmax, min, max, the first element of largest magnitude) unchanged.
-    """
-
-    shape: tuple[int, ...]
-    n_rows: int
-    row_len: int
-    block_len: int
-    padded_row_len: int
-
-    @property
-    def numel(self) -> int:
-        return self.n_rows * self.row_len
-
-    @property
-    def stored(self) -> int:
-        """Elements actually stored, padding included."""
-        return self.n_rows * self.padded_row_len
-
-    @property
-    def padded(self) -> int:
-        return self.stored - self.numel
-
-    @property
-    def n_blocks(self) -> int:
-        return self.stored // self.block_len
 
 
 @dataclass(frozen=True)

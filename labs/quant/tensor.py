@@ -1,16 +1,62 @@
 """QuantizedTensor, what ``quantize`` returns, and Affine, its ``value = element · scale +
-offset`` view. Both read the format (``labs.quant.core.Format``) for everything
-format-specific: sizes, decoding, packing."""
+offset`` view. Both read the format for everything format-specific: sizes, decoding,
+packing. What they read of it is ``TensorFormat``, which ``labs.quant.core.Format``
+implements; this module does not import core, which imports it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
 
-    from labs.quant.core import Format, Layout
+    from labs.quant.layout import Layout
+
+
+class TensorFormat(Protocol):
+    """The part of a format (``labs.quant.core.Format``) a quantized tensor reads."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def scale_scope(self) -> str: ...
+
+    @property
+    def layout_kind(self) -> str: ...
+
+    def options(self) -> dict[str, Any]: ...
+
+    def storage_bytes(self, layout: Layout) -> int: ...
+
+    def payload_bytes(self, layout: Layout) -> int: ...
+
+    def element_range(self) -> tuple[float, float]: ...
+
+    def decode_elements(self, codes: torch.Tensor) -> torch.Tensor: ...
+
+    def decode_scales(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor: ...
+
+    def decode_zero_points(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor | None: ...
+
+    def scale_offset(
+        self, fields: Mapping[str, torch.Tensor], tensor: Mapping[str, torch.Tensor], layout: Layout
+    ) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+
+    def dequantize_all(self, q: QuantizedTensor) -> torch.Tensor: ...
+
+    def pack(
+        self,
+        codes: torch.Tensor,
+        fields: Mapping[str, torch.Tensor],
+        tensor: Mapping[str, torch.Tensor],
+    ) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -35,7 +81,7 @@ class QuantizedTensor:
 
     def __init__(
         self,
-        fmt: Format,
+        fmt: TensorFormat,
         layout: Layout,
         dtype: torch.dtype,
         qdata: torch.Tensor,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from labs.quant.blockops import nonzero_divisor, tensor_absmax
-from labs.quant.core import Layout
 from labs.quant.formats.granular import GranularFormat
+from labs.quant.layout import Layout
 from labs.quant.minifloat import E4M3, E5M2, MiniFloat
 from labs.quant.packing import le_bytes
 

@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 import labs.quant.constants as C
 from labs.quant.blockops import block_absmax
-from labs.quant.core import Layout
 from labs.quant.formats.gguf import GGUFFormat, _fp16_bytes
 from labs.quant.formats.kquant_search import (
     div_f32,
@@ -57,6 +56,7 @@ from labs.quant.formats.kquant_search import (
     make_qx_quants,
     nearest_int,
 )
+from labs.quant.layout import Layout
 from labs.quant.parallel import cpu_workers, map_chunks
 
 if TYPE_CHECKING:

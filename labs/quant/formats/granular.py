@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from labs.quant.core import Format, Layout
+from labs.quant.core import Format
+from labs.quant.layout import Layout
 from labs.quant.spec import FP32_BITS, SPECS, FormatKey, FormatSpec
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import labs.quant.constants as C
 from labs.quant.blockops import block_absmax, block_min_max, nonzero_divisor, tensor_absmax
-from labs.quant.core import Layout
 from labs.quant.formats.granular import GranularFormat
+from labs.quant.layout import Layout
 from labs.quant.packing import le_bytes, pack_nibbles
 from labs.quant.spec import FP16_BITS, FP32_BITS, INT4_DEFAULT_GROUP, SPECS, FormatKey, FormatSpec
 

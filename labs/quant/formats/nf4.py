@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING
 
 import labs.quant.constants as C
 from labs.quant.blockops import block_absmax, nonzero_divisor
-from labs.quant.core import Format, Layout
+from labs.quant.core import Format
+from labs.quant.layout import Layout
 from labs.quant.packing import le_bytes, pack_nibbles
 from labs.quant.spec import FP32_BITS, SPECS, FormatKey, FormatSpec
 

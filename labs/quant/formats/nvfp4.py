@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import labs.quant.constants as C
 from labs.quant.blockops import nonzero_divisor
-from labs.quant.core import Format, Layout
+from labs.quant.core import Format
+from labs.quant.layout import Layout
 from labs.quant.minifloat import E2M1, E4M3, MiniFloat
 from labs.quant.packing import le_bytes, pack_nibbles
 
