@@ -30,22 +30,10 @@ class _Stop(Exception):
 def layer_inputs(
     model: Any, layer: int, names: list[str], windows: torch.Tensor, batch_size: int, device: str
 ) -> dict[str, torch.Tensor]:
-    """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``;
-    linears fed the same input (q/k/v, gate/up) share one tensor. Batches run on the
-    run's cores, each input stored by batch so the order never depends on them."""
-    from labs.lm.batches import batch_starts, current_batch, marked_batch, run_batches
-
-    starts = batch_starts(windows.shape[0], batch_size)
-    got: dict[str, dict[int, torch.Tensor]] = {n: {} for n in names}
-    hooks = []
-    for n in names:
-        mod = model.get_submodule(n)
-
-        def pre(_m: Any, args: tuple[Any, ...], n: str = n) -> None:
-            x = args[0]
-            got[n][current_batch()] = x.detach().reshape(-1, x.shape[-1]).float().cpu()
-
-        hooks.append(mod.register_forward_pre_hook(pre))
+    """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``
+    (``captured_inputs`` of a forward pass stopped at the end of ``layer``); linears fed
+    the same input (q/k/v, gate/up) share one tensor. Batches run on the run's cores."""
+    from labs.lm.batches import batch_starts, marked_batch, run_batches
 
     def stop(*_: Any) -> None:
         raise _Stop
@@ -57,21 +45,13 @@ def layer_inputs(
         except _Stop:
             pass
 
-    hooks.append(model.model.layers[layer].register_forward_hook(stop))
+    hook = model.model.layers[layer].register_forward_hook(stop)
     try:
-        run_batches(work, starts, device)
+        with captured_inputs(model, names, windows.shape[1]) as got:
+            run_batches(work, batch_starts(windows.shape[0], batch_size), device)
     finally:
-        for h in hooks:
-            h.remove()
-    joined: dict[tuple[int, ...], torch.Tensor] = {}
-    out = {}
-    for n in names:
-        parts = [got[n][first] for first in starts]
-        key = tuple(p.data_ptr() for p in parts)
-        if key not in joined:
-            joined[key] = torch.cat(parts)
-        out[n] = joined[key]
-    return out
+        hook.remove()
+    return got
 
 
 def by_layer(names: list[str]) -> dict[int, list[str]]:
@@ -103,11 +83,12 @@ def sequential(
 def captured_inputs(
     model: Any, names: list[str], context: int, rows: torch.Tensor | None = None
 ) -> Iterator[dict[str, torch.Tensor]]:
-    """While open, forward passes of ``model`` over windows of ``context`` tokens, run
-    through ``labs.lm.evaluate`` (which marks each batch), keep the input of each linear
-    in ``names``: the tokens numbered ``rows`` (sorted, counted over every window in
-    order; all tokens if None). On exit the yielded dict holds each ``[rows, in]``
-    (float32, on the CPU), in token order whichever cores ran the batches."""
+    """While open, forward passes of ``model`` over windows of ``context`` tokens, in
+    batches marked by ``labs.lm.batches.marked_batch`` (``evaluate`` marks its own), keep
+    the input of each linear in ``names``: the tokens numbered ``rows`` (sorted, counted
+    over every window in order; all tokens if None). On exit the yielded dict holds each
+    ``[rows, in]`` (float32, on the CPU), in token order whichever cores ran the batches;
+    linears fed the same tensor (q/k/v, gate/up) share one."""
     from labs.lm.batches import current_batch
 
     got: dict[str, dict[int, torch.Tensor]] = {n: {} for n in names}
@@ -122,7 +103,7 @@ def captured_inputs(
                 lo = first * context
                 lo_i, hi_i = torch.searchsorted(rows, torch.tensor([lo, lo + flat.shape[0]]))
                 flat = flat[rows[lo_i:hi_i] - lo]
-            got[n][first] = flat.float().cpu().clone()
+            got[n][first] = flat.float().cpu()
 
         hooks.append(model.get_submodule(n).register_forward_pre_hook(pre))
     out: dict[str, torch.Tensor] = {}
@@ -131,8 +112,13 @@ def captured_inputs(
     finally:
         for h in hooks:
             h.remove()
+    joined: dict[tuple[int, ...], torch.Tensor] = {}  # one tensor for inputs shared by linears
     for n, parts in got.items():
-        out[n] = torch.cat([parts[first] for first in sorted(parts)])
+        ordered = [parts[first] for first in sorted(parts)]
+        key = tuple(p.data_ptr() for p in ordered)
+        if key not in joined:
+            joined[key] = torch.cat(ordered)
+        out[n] = joined[key]
 
 
 # The four points where AWQ reads activations in a Llama layer, by the linear they feed.

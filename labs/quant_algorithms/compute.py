@@ -62,18 +62,18 @@ def _shared_input_sets(
     return out
 
 
-def awq_groups(names: list[str]) -> list[tuple[int, tuple[str, ...], list[str]]]:
-    """The linears of ``names`` that share an input, in order: ``(layer, group of
+def awq_groups(names: list[str]) -> dict[int, list[tuple[tuple[str, ...], list[str]]]]:
+    """By layer, in order, the linears of ``names`` that share an input: ``(group of
     AWQ_GROUPS, members present)``; AWQ's search reads the first member's input."""
     from labs.lm.calibrate import by_layer
 
     present = set(names)
-    out: list[tuple[int, tuple[str, ...], list[str]]] = []
+    out: dict[int, list[tuple[tuple[str, ...], list[str]]]] = {}
     for i in by_layer(names):
         for group in AWQ_GROUPS:
             members = [n for n in (f"model.layers.{i}.{g}" for g in group) if n in present]
             if members:
-                out.append((i, group, members))
+                out.setdefault(i, []).append((group, members))
     return out
 
 
@@ -181,14 +181,13 @@ def _quantize(
         calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)
         return nbytes, {}
     nbytes, detail = 0, {}
-    groups = awq_groups(names)
-    layers = sorted({i for i, _, _ in groups})
-    for k, (i, group, members) in enumerate(groups):
-        b, alpha = _awq_group(ev, i, group, members, fp_inputs[members[0]], params, editor)
-        nbytes += b
-        detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = alpha
-        if k + 1 == len(groups) or groups[k + 1][0] != i:
-            on_layer(layers.index(i) + 1, len(layers))
+    layers = awq_groups(names)
+    for k, (i, groups) in enumerate(layers.items()):
+        for group, members in groups:
+            b, alpha = _awq_group(ev, i, group, members, fp_inputs[members[0]], params, editor)
+            nbytes += b
+            detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = alpha
+        on_layer(k + 1, len(layers))
     return nbytes, detail
 
 
@@ -220,7 +219,8 @@ def run(params: QuantAlgorithmsParams, ctx: Context) -> QuantAlgorithmsResult:
     names = ev.spec.linear_names(params.tensors)
     # The calibration text's reference pass also collects AWQ's activation statistic
     # and the inputs its search reads (at most awq.MAX_ROWS tokens of each).
-    points = [g[2][0] for g in awq_groups(names)] if "awq" in params.methods else []
+    groups = awq_groups(names).values() if "awq" in params.methods else []
+    points = [members[0] for layer in groups for _, members in layer]
     rows = search_rows(cal_w.numel())
     with (
         calibrate.outlier_sums(ev.model) as sums,

@@ -69,8 +69,9 @@ def test_awq_reads_the_unquantized_models_inputs_and_gptq_the_quantized_ones(
 
     model = loaded.model
     params = QuantAlgorithmsParams(methods=["awq", "gptq"], context=CONTEXT, format="int4")
-    names = [n for _, _, members in compute.awq_groups(loaded_names(model)) for n in members]
-    points = [g[2][0] for g in compute.awq_groups(names)]
+    groups = [g for layer in compute.awq_groups(loaded_names(model)).values() for g in layer]
+    names = [n for _, members in groups for n in members]
+    points = [members[0] for _, members in groups]
     with calibrate.captured_inputs(model, points, CONTEXT) as fp_inputs:
         evaluate(model, cal_w, batch_size=2)
     fp_last = calibrate.layer_inputs(model, 3, ["model.layers.3.mlp.down_proj"], cal_w, 2, "cpu")
