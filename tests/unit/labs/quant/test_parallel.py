@@ -124,3 +124,39 @@ def test_error_report_rejects_a_dequantized_tensor_of_another_shape() -> None:
     q = quantize(x, "q8_0")
     with pytest.raises(ValueError, match="x_hat"):
         error_report(x, q, torch.zeros(4, 32))
+
+
+def test_maps_reuse_their_threads_and_a_forked_child_starts_its_own() -> None:
+    """The pool is kept between maps (a model lab makes ~120), and a child forked after a
+    map (whose pool threads were not copied) still maps, on threads of its own."""
+    import os
+    import signal
+
+    def names() -> set[str]:
+        barrier = threading.Barrier(2, timeout=5)
+
+        def work(_: int) -> str:
+            barrier.wait()  # both chunks on threads at once
+            return threading.current_thread().name
+
+        return set(map_chunks(work, range(2)))
+
+    first = names()
+    assert len(first) == 2 and "MainThread" not in first
+    assert names() == first  # the same two threads, not two new ones
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            signal.alarm(10)  # a child waiting on its parent's threads would hang
+            got = names()
+            os.write(w, ("ok" if len(got) == 2 else f"bad {got}").encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        report = os.read(r, 100).decode()
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    assert report == "ok"
