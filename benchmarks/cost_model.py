@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -90,8 +91,8 @@ def main() -> int:
             )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
-    ratios = sorted(r["estimate_s"] / r["cpu_s"] for r in rows if r["cpu_s"])
-    typical = ratios[len(ratios) // 2] if ratios else float("nan")
+    ratios = [r["estimate_s"] / r["cpu_s"] for r in rows if r["cpu_s"]]
+    typical = statistics.median_high(ratios) if ratios else float("nan")
     bad = [
         r for r in rows if not r["cpu_s"] or not 0.5 <= r["estimate_s"] / r["cpu_s"] / typical <= 2
     ]

@@ -222,14 +222,15 @@ class Stack:
             if p is not None:
                 p.stop()
 
-    def ensure_running(self) -> None:
-        """Start whatever is not running, all at once (each takes seconds)."""
+    def ensure_running(self, workers: int | None = None) -> None:
+        """Start whatever is not running, all at once (each takes seconds): the server
+        and the first ``workers`` workers (all of them by default)."""
         server = self.server is None or not self.server.alive()
         if server:
             self.start_server(wait=False)
         started = [
             self.start_worker(wait=False, index=i)
-            for i in range(self.n_workers)
+            for i in range(self.n_workers if workers is None else workers)
             if i >= len(self.workers) or self.workers[i] is None or not self.workers[i].alive()  # type: ignore[union-attr]
         ]
         if server:
@@ -449,4 +450,15 @@ def stack(
 def live(stack: Stack) -> Stack:
     """The stack with its server and worker running (restarted if a test stopped them)."""
     stack.ensure_running()
+    return stack
+
+
+@pytest.fixture
+def one_worker(stack: Stack) -> Stack:
+    """The stack with its server and only its first worker running: the others are
+    stopped and stay stopped for the next test that asks for one worker (starting a
+    worker takes seconds; restarting one before each such test and stopping it again
+    was half a minute of test_fairness)."""
+    stack.ensure_running(workers=1)
+    stack.stop_workers(first=1)
     return stack
