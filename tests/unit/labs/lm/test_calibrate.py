@@ -69,7 +69,11 @@ def test_awq_reads_the_unquantized_models_inputs_and_gptq_the_quantized_ones(
 
     model = loaded.model
     params = QuantAlgorithmsParams(methods=["awq", "gptq"], context=CONTEXT, format="int4")
-    groups = [g for layer in compute.awq_groups(loaded_names(model)).values() for g in layer]
+    groups = [
+        g
+        for layer in compute.awq_groups(params.model_spec().linear_names()).values()
+        for g in layer
+    ]
     names = [n for _, members in groups for n in members]
     points = [members[0] for _, members in groups]
     with calibrate.captured_inputs(model, points, CONTEXT) as fp_inputs:
@@ -104,7 +108,3 @@ def test_awq_reads_the_unquantized_models_inputs_and_gptq_the_quantized_ones(
     assert len(seen["gptq"]) >= 4 and not any(
         x.shape == last_down.shape and torch.equal(x, last_down) for x in seen["gptq"]
     )
-
-
-def loaded_names(model) -> list[str]:
-    return [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "layers" in n]
