@@ -13,6 +13,11 @@ queue and one worker process (a fork-server child per run, in its sandbox), the 
 stream's end, median and worst; this is the time the 3 s budget is about. With
 ``--compare DIR`` another checkout (e.g. the commit before a change) is measured the
 same way in the same invocation, interleaved lab by lab, so both share the load.
+Before and after the runs, a probe says how fast the machine is at that moment: a fresh
+process times float32 GEMMs of the shapes the AWQ search runs (on the threads a run's
+child gets), and /proc/stat gives the share of CPU time the host took from this machine
+(steal) while the runs went. The model labs are bound by those GEMMs, so a slow probe
+explains a slow hour; seconds measured in different hours compare only through it.
 
 Memory: ``model-quality`` (q4_0) in a fresh process per ``eval_tokens`` value; the
 child's peak RSS should stay flat once the reference log-probabilities reach their
@@ -91,6 +96,44 @@ def server_runs(url: str, lab_id: str, n: int) -> list[tuple[float, float]]:
     return out
 
 
+PROBE = """
+import time, torch
+torch.set_num_threads({threads})
+x, g, d = torch.randn(1024, 256), torch.randn(256, 1536), torch.randn(768, 256)
+h = torch.randn(1024, 768)
+for _ in range(3):
+    x @ g, h @ d
+best = float("inf")
+for _ in range(5):
+    t = time.perf_counter()
+    for _ in range(10):
+        x @ g, h @ d
+    best = min(best, time.perf_counter() - t)
+print(10 * 2 * (1024 * 256 * 1536 + 1024 * 768 * 256) / best / 1e9)
+"""
+
+
+def probe() -> float:
+    """GFLOP/s of float32 GEMMs shaped as the AWQ search's, best of 5, in a fresh process
+    with the torch threads a lone model-lab run's child gets."""
+    from labs.runtime.limits import lab_threads
+
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(threads=lab_threads(1, wide_ops=True))],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    return float(out.stdout.split()[-1])
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, all) CPU ticks since boot, from /proc/stat's first line."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return fields[7], sum(fields[:8])
+
+
 def server(n: int, compare: Path | None) -> None:
     import statistics
     import tempfile
@@ -108,6 +151,8 @@ def server(n: int, compare: Path | None) -> None:
             urls[name] = stacks.enter_context(stack(env, 1, root))
         for url in urls.values():  # warm-up: the first run of a worker pays its set-up
             server_runs(url, "kv-quant", 1)
+        before, ticks = probe(), cpu_ticks()
+        print(f"  machine probe: {before:.0f} GFLOP/s (float32 GEMMs as AWQ's search runs)")
         for lab_id in LABS:
             for name, url in urls.items():
                 got = server_runs(url, lab_id, n)
@@ -119,6 +164,11 @@ def server(n: int, compare: Path | None) -> None:
                     f"({med / BUDGET_S:.2f} of the {BUDGET_S:.0f} s budget); click → end "
                     f"{statistics.median(click):5.2f} s"
                 )
+        steal, total = (now - then for now, then in zip(cpu_ticks(), ticks, strict=True))
+        print(
+            f"  machine probe: {probe():.0f} GFLOP/s after the runs; the host took "
+            f"{steal / max(total, 1):.1%} of this machine's CPU time while they ran (steal)"
+        )
 
 
 def rss_child(eval_tokens: int) -> None:
