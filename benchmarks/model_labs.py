@@ -114,8 +114,9 @@ print(10 * 2 * (1024 * 256 * 1536 + 1024 * 768 * 256) / best / 1e9)
 
 
 def probe() -> float:
-    """GFLOP/s of float32 GEMMs shaped as the AWQ search's, best of 5, in a fresh process
-    with the torch threads a lone model-lab run's child gets."""
+    """GFLOP/s of float32 GEMMs of the AWQ MLP search's sizes (gate and up as one
+    1024×256×1536 product, then down's 1024×768×256), best of 5, in a fresh process with
+    the torch threads a lone model-lab run's child gets."""
     from labs.runtime.limits import lab_threads
 
     out = subprocess.run(
