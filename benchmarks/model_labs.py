@@ -16,8 +16,10 @@ same way in the same invocation, interleaved lab by lab, so both share the load.
 Before and after the runs, a probe says how fast the machine is at that moment: a fresh
 process times float32 GEMMs of the shapes the AWQ search runs (on the threads a run's
 child gets), and /proc/stat gives the share of CPU time the host took from this machine
-(steal) while the runs went. The model labs are bound by those GEMMs, so a slow probe
-explains a slow hour; seconds measured in different hours compare only through it.
+(steal) while the runs went, and the first line names the CPU (the development machine
+has been an Intel Xeon and an AMD EPYC of half its float32 throughput). The model labs
+are bound by those GEMMs, so a slow probe explains a slow hour or a slower host; seconds
+measured in different hours or sessions compare only through it.
 
 Memory: ``model-quality`` (q4_0) in a fresh process per ``eval_tokens`` value; the
 child's peak RSS should stay flat once the reference log-probabilities reach their
@@ -129,6 +131,22 @@ def probe() -> float:
     return float(out.stdout.split()[-1])
 
 
+def cpu_name() -> str:
+    """The CPU as /proc/cpuinfo names it, with its family and model numbers (a VM may
+    give only the vendor's line, e.g. "AMD EPYC"): hosts differ between sessions, and
+    their float32 throughput by 2× or more."""
+    fields: dict[str, str] = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if not key.strip():
+            break  # the first processor's block ends at the first blank line
+        fields.setdefault(key.strip(), value.strip())
+    return (
+        f"{fields.get('model name', 'unknown CPU')} (family {fields.get('cpu family', '?')}, "
+        f"model {fields.get('model', '?')}), {os.cpu_count()} cores"
+    )
+
+
 def cpu_ticks() -> tuple[int, int]:
     """(steal, all) CPU ticks since boot, from /proc/stat's first line."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
@@ -153,7 +171,10 @@ def server(n: int, compare: Path | None) -> None:
         for url in urls.values():  # warm-up: the first run of a worker pays its set-up
             server_runs(url, "kv-quant", 1)
         before, ticks = probe(), cpu_ticks()
-        print(f"  machine probe: {before:.0f} GFLOP/s (float32 GEMMs as AWQ's search runs)")
+        print(
+            f"  machine probe: {before:.0f} GFLOP/s (float32 GEMMs as AWQ's search runs) "
+            f"on {cpu_name()}"
+        )
         for lab_id in LABS:
             for name, url in urls.items():
                 got = server_runs(url, lab_id, n)
