@@ -28,15 +28,9 @@ def _block(ev: Evaluation, prefix: str, group: tuple[str, ...]) -> Any:
     (SwiGLU, then the unquantized down_proj), as the reference does; else each output."""
     if group != AWQ_GROUPS[2]:
         return None
-    import torch.nn.functional as F
+    from labs.quant.awq import SwiGLU
 
-    mlp = ev.model.get_submodule(prefix + "mlp")
-    down = mlp.down_proj.weight.detach().float()
-
-    def block(x: torch.Tensor, ws: list[torch.Tensor]) -> torch.Tensor:
-        return (F.silu(x @ ws[0].T) * (x @ ws[1].T)) @ down.T
-
-    return block
+    return SwiGLU(ev.model.get_submodule(prefix + "mlp").down_proj.weight.detach())
 
 
 def _shared_input_sets(
