@@ -12,7 +12,7 @@ normalised by ``sqrt(max(s)·min(s))``, with ``α`` on a grid of ``n_grid`` poin
 in ``[0, 1)``; the ``α`` whose quantized layers reproduce the calibration
 outputs ``X Wᵀ`` best (mean squared error, summed over the layers that share
 the input) wins. ``α = 0`` is plain round-to-nearest, so AWQ never does worse
-on its calibration data.
+on its calibration data (by the search's loss, whose rounding is below).
 
 Then, as the reference ``auto_clip`` (llm-awq ``auto_clip.py``, AutoAWQ
 ``_compute_best_clip``), the clipping search: for each output row and quantization
@@ -66,9 +66,9 @@ def search_rows(n: int, max_rows: int = MAX_ROWS) -> torch.Tensor | None:
 
 
 def search_dtype(device: torch.device | str) -> torch.dtype:
-    """The dtype of the α search's products on ``device``: bfloat16 where it multiplies
-    bfloat16 natively (a CUDA device that supports it; a CPU with AVX-512 BF16 or AMX),
-    else float32 (bfloat16 emulated would be slower than float32)."""
+    """The dtype of the products that score a ``SwiGLU`` block's α trials on ``device``:
+    bfloat16 where it multiplies bfloat16 natively (a CUDA device that supports it; a CPU
+    with AVX-512 BF16 or AMX), else float32 (bfloat16 emulated would be slower)."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
