@@ -206,6 +206,34 @@ def clip_search(
     return max_vals.gather(0, best[None]).squeeze(0)
 
 
+def _trial_loss(
+    x: torch.Tensor,
+    originals: list[torch.Tensor],
+    block: Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor] | None,
+    dtype: torch.dtype,
+) -> Callable[[list[torch.Tensor]], float]:
+    """How ``awq`` scores one α's quantized weights ``deq`` on inputs ``x``: the mean
+    squared change of ``block``'s output (a ``SwiGLU`` from its change, in ``dtype``), or
+    without a block the sum of each linear's own."""
+    if dtype != torch.float32 and isinstance(block, SwiGLU):
+        return block.change_loss(x, originals, dtype)
+    if block is not None:
+        ref = block(x, originals)
+        return lambda deq: float((ref - block(x, deq)).pow(2).mean())
+    # Each linear's own output error, mean((x Wᵀ − x Ŵᵀ)²), is Σ (ΔW · XᵀX) ∘ ΔW / (n·out):
+    # XᵀX once, then [out, in] × [in, in] per trial instead of [n, in] × [in, out] twice.
+    gram = x.T @ x
+
+    def loss(deq: list[torch.Tensor]) -> float:
+        total = 0.0
+        for w, d in zip(originals, deq, strict=True):
+            dw = w - d
+            total += float(((dw @ gram) * dw).sum()) / (x.shape[0] * w.shape[0])
+        return total
+
+    return loss
+
+
 def awq(
     weights: list[torch.Tensor],
     x: torch.Tensor,
@@ -241,28 +269,7 @@ def awq(
     x_mean = x.abs().mean(0)
 
     originals = [w.float() for w in weights]
-    dtype = dtype or search_dtype(x.device)
-    swiglu = (
-        block.change_loss(x, originals, dtype)
-        if dtype != torch.float32 and isinstance(block, SwiGLU)
-        else None
-    )
-    refs = [block(x, originals)] if block is not None and swiglu is None else []
-    # Each linear's own output error, mean((x Wᵀ − x Ŵᵀ)²), is Σ (ΔW · XᵀX) ∘ ΔW / (n·out):
-    # XᵀX once, then [out, in] × [in, in] per trial instead of [n, in] × [in, out] twice.
-    gram = x.T @ x if block is None else None
-
-    def loss(deq: list[torch.Tensor]) -> float:
-        if swiglu is not None:
-            return swiglu(deq)
-        if block is not None:
-            return float((refs[0] - block(x, deq)).pow(2).mean())
-        assert gram is not None
-        total = 0.0
-        for w, d in zip(originals, deq, strict=True):
-            dw = w - d
-            total += float(((dw @ gram) * dw).sum()) / (x.shape[0] * w.shape[0])
-        return total
+    loss = _trial_loss(x, originals, block, dtype or search_dtype(x.device))
 
     # Linears that share the input are quantized as one stacked matrix when that changes
     # no row's bits: one call a trial instead of one per linear.
