@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from labs.base import Context, Lab, LabParams, LabResult, NeedsGPU
 from labs.catalog.gpus import GPUS
+from labs.quant.cpu import bf16_native
 
 VERSION_COMMAND = 'python -c "import torch; print(torch.__version__)"'
 # The three questions learners ask first, and the tensor-core types that answer them.
@@ -23,8 +24,6 @@ KEY_TYPES: dict[str, tuple[str, ...]] = {
     "fp8": ("fp8_e4m3", "fp8_e5m2"),
     "fp4": ("fp4", "nvfp4", "mxfp4"),
 }
-# /proc/cpuinfo flags that mean a CPU computes in bf16 natively.
-CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 class TorchEnvParams(LabParams):
@@ -74,17 +73,6 @@ def native_types(major: int, minor: int) -> tuple[str | None, tuple[str, ...]]:
 
 def _key_support(types: tuple[str, ...] | list[str]) -> dict[str, bool]:
     return {k: any(t in types for t in names) for k, names in KEY_TYPES.items()}
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def run(params: TorchEnvParams, ctx: Context) -> TorchEnvResult:
@@ -139,8 +127,7 @@ def inspect_torch() -> TorchEnvResult:
     cudnn = (
         torch.backends.cudnn.version() if cuda_ok and torch.backends.cudnn.is_available() else None
     )
-    flags = _cpu_flags()
-    cpu_native = {"bf16": any(f in flags for f in CPU_BF16_FLAGS), "fp8": False, "fp4": False}
+    cpu_native = {"bf16": bf16_native(), "fp8": False, "fp4": False}
     return TorchEnvResult(
         version_command=VERSION_COMMAND,
         version_output=torch.__version__,

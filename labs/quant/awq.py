@@ -68,17 +68,14 @@ def search_rows(n: int, max_rows: int = MAX_ROWS) -> torch.Tensor | None:
 def search_dtype(device: torch.device | str) -> torch.dtype:
     """The dtype of the products that score a ``SwiGLU`` block's α trials on ``device``:
     bfloat16 where it multiplies bfloat16 natively (a CUDA device that supports it; a CPU
-    with AVX-512 BF16 or AMX), else float32 (bfloat16 emulated would be slower)."""
+    with AVX-512 BF16 or AMX-BF16), else float32 (bfloat16 emulated would be slower)."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     if device.type == "cpu":
-        cpu = getattr(torch, "cpu", None)
-        native = any(
-            bool(getattr(cpu, probe, lambda: False)())
-            for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-        )
-        return torch.bfloat16 if native else torch.float32
+        from labs.quant.cpu import bf16_native
+
+        return torch.bfloat16 if bf16_native() else torch.float32
     return torch.float32
 
 
