@@ -135,12 +135,9 @@ def cpu_name() -> str:
     """The CPU as /proc/cpuinfo names it, with its family and model numbers (a VM may
     give only the vendor's line, e.g. "AMD EPYC"): hosts differ between sessions, and
     their float32 throughput by 2× or more."""
-    fields: dict[str, str] = {}
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if not key.strip():
-            break  # the first processor's block ends at the first blank line
-        fields.setdefault(key.strip(), value.strip())
+    from labs.quant.cpu import cpuinfo
+
+    fields = cpuinfo()
     return (
         f"{fields.get('model name', 'unknown CPU')} (family {fields.get('cpu family', '?')}, "
         f"model {fields.get('model', '?')}), {os.cpu_count()} cores"

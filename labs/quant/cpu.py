@@ -1,6 +1,7 @@
-"""What this CPU computes natively, from ``/proc/cpuinfo`` (no torch): read by the AWQ
-search (``labs.quant.awq.search_dtype``) and reported by the torch-env lab, so both
-answer "does it multiply bfloat16 natively" the same way."""
+"""This CPU as ``/proc/cpuinfo`` describes it (no torch), read in one place: what it
+computes natively (the AWQ search's ``search_dtype`` and the torch-env lab answer "does
+it multiply bfloat16 natively" the same way) and its name (the worker's heartbeat, the
+model-lab benchmark)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,25 @@ CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @cache
-def cpu_flags() -> frozenset[str]:
-    """The first processor's flags (empty where ``/proc/cpuinfo`` cannot be read)."""
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` ("model name", "cpu family",
+    "model", "flags", …); empty where it cannot be read."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                key, _, value = line.partition(":")
+                if not key.strip():
+                    break  # the first processor's block ends at the first blank line
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return frozenset()
+    return fields
+
+
+def cpu_flags() -> frozenset[str]:
+    """The first processor's flags (empty where ``/proc/cpuinfo`` cannot be read)."""
+    return frozenset(cpuinfo().get("flags", "").split())
 
 
 def bf16_native() -> bool:

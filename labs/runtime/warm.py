@@ -132,11 +132,6 @@ def warm_charts() -> None:
 
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from labs.quant.cpu import cpuinfo
+
+    return cpuinfo().get("model name") or platform.processor() or platform.machine()
