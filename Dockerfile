@@ -47,13 +47,13 @@ CMD ["lowbit", "serve", "--host", "0.0.0.0", "--port", "8000"]
 # ---- CPU worker: torch from the CPU wheel index (never a CUDA build here) ----
 FROM base AS worker-cpu
 ARG TORCH_VERSION
-# gcc builds the native q4_k/q6_k quantizer (labs/quant/_kquants.c) and leaves again;
+# gcc builds the native kernels (labs/quant/_kquants.c, _gptq.c) and leaves again;
 # bubblewrap and libseccomp2 stay: the judge runs learner code under them.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev bubblewrap libseccomp2 \
  && pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu \
  && pip install --no-cache-dir ".[worker]" \
- && python -c "import labs.quant._kquants" \
+ && python -c "import labs.quant._kquants, labs.quant._gptq" \
  && apt-get purge -y --auto-remove gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 USER 10001:10001
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
@@ -77,7 +77,7 @@ WORKDIR /app
 COPY --from=base /app /app
 RUN pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cu128 \
  && pip install --no-cache-dir ".[worker]" \
- && python -c "import labs.quant._kquants"
+ && python -c "import labs.quant._kquants, labs.quant._gptq"
 USER 10001:10001
 HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
   CMD ["lowbit", "worker", "--check"]

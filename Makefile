@@ -11,8 +11,8 @@ VENDOR := static/vendor/htmx.min.js static/vendor/sse.js
 
 .PHONY: bubblewrap kernel-check run test bench install static browser nginx lint test-gpu clean screenshots
 
-# The C source too: pip builds labs/quant/_kquants.c into the tree (an editable install).
-$(STAMP): pyproject.toml labs/quant/_kquants.c
+# The C sources too: pip builds labs/quant/_kquants.c and _gptq.c into the tree (an editable install).
+$(STAMP): pyproject.toml labs/quant/_kquants.c labs/quant/_gptq.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch, pinned: an open range would pull a multi-GB CUDA build.
@@ -22,11 +22,11 @@ $(STAMP): pyproject.toml labs/quant/_kquants.c
 	@$(MAKE) --no-print-directory bubblewrap
 	touch $(STAMP)
 
-# pip skips the native k-quant kernel quietly where there is no C compiler (it is
+# pip skips the native kernels quietly where there is no C compiler (they are
 # optional): say so loudly, with the cost and the fix (labs/quant/native.py).
 kernel-check:
 	@$(BIN)/python -c "from labs.quant.native import missing_kernel_warning as w; \
-	  m = w(); print(f'\n*** WARNING: {m}\n' if m else 'native k-quant kernel: built')"
+	  m = w(); print(f'\n*** WARNING: {m}\n' if m else 'native kernels: built')"
 
 # The judge runs learner code under bubblewrap (and libseccomp); installed as root where missing.
 bubblewrap:

@@ -27,11 +27,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from types import ModuleType
 from typing import Any
 
 import torch
 
 from labs.quant.api import get_format, quantize
+
+NATIVE: ModuleType | None
+try:  # GPTQ's column loop in C (_gptq.c), built by the install where a C compiler is
+    import labs.quant._gptq as NATIVE
+except ImportError:  # pragma: no cover - depends on the build
+    NATIVE = None
 
 
 @cache
@@ -90,6 +97,49 @@ def _transposed_grid(
     """``scale``, ``offset`` and ``1/scale`` (0 where the scale is 0), each ``[in, out]``."""
     inv = torch.where(scale == 0, torch.zeros_like(scale), 1.0 / scale)
     return scale.T.contiguous(), offset.T.contiguous(), inv.T.contiguous()
+
+
+SYMMETRIC, SHIFTED, TABLE = 0, 1, 2  # how a column is rounded (as _gptq.c numbers them)
+
+
+def _columns(
+    W1: torch.Tensor,
+    Q1: torch.Tensor,
+    Err1: torch.Tensor,
+    Hinv1: torch.Tensor,
+    a: int,
+    b: int,
+    g1: list[torch.Tensor],
+    mode: int,
+    lo: float,
+    hi: float,
+    table: torch.Tensor,
+) -> None:
+    """GPTQ's loop over columns ``a..b-1`` of a block, in place, in torch: each column
+    of ``W1 [k, out]`` (a column of W is a row here) rounded into ``Q1`` on its grid
+    ``g1`` (scale, offset, 1/scale, each [k, out]), its error over ``H⁻¹``'s diagonal
+    into ``Err1``, then subtracted, weighted by ``Hinv1``'s row, from the block's
+    columns from it on. Where the C kernel is built (``NATIVE``) it runs this loop
+    instead, with the same numbers; this one runs on other devices and is the reference
+    the tests compare it with.
+
+    The rank-1 update is an outer product then a subtraction, as the reference's
+    ``W1[:, i:] -= err ⊗ Hinv1[i, i:]``; every view it needs (each column, each tail of
+    the block, each row of H⁻¹) is taken once per call, not once per column."""
+    diag = Hinv1.diagonal().unbind(0)
+    w_cols, q_cols, e_cols = W1.unbind(0), Q1.unbind(0), Err1.unbind(0)
+    s_cols, o_cols, inv_cols = (m.unbind(0) for m in g1)
+    for i in range(a, b):
+        wcol, qcol = w_cols[i], q_cols[i]  # qcol is written in place
+        if mode == SHIFTED:  # evenly spaced elements with offsets: round and clamp
+            torch.sub(wcol, o_cols[i], out=qcol).mul_(inv_cols[i])
+            qcol.round_().clamp_(lo, hi).mul_(s_cols[i]).add_(o_cols[i])
+        elif mode == SYMMETRIC:  # the common int case: no offset to take and add
+            torch.mul(wcol, inv_cols[i], out=qcol).round_().clamp_(lo, hi).mul_(s_cols[i])
+        else:
+            qcol.copy_(round_to_grid(wcol, s_cols[i], o_cols[i], table))
+        err = torch.sub(wcol, qcol, out=e_cols[i]).div_(diag[i])
+        W1[i:].sub_(torch.outer(Hinv1[i, i:], err))
 
 
 @dataclass
@@ -161,10 +211,9 @@ def gptq(
     integer = _consecutive_integers(table)
     lo, hi = float(table[0]), float(table[-1])
     # Worked on Wᵀ [in, out]: a column of W is a contiguous row, so each column's ops
-    # read and write one cache-friendly vector (1.3-2.5× faster than strided columns).
-    # The numbers are the reference's on the same values: the rank-1 update is an outer
-    # product then a subtraction, as its ``W1[:, i:] -= err ⊗ Hinv1[i, i:]``; bit for bit
-    # the same as the column-major loop.
+    # read and write one cache-friendly vector (1.3-2.5× faster than strided columns),
+    # bit for bit the same as the column-major loop. The columns themselves run in C on
+    # a CPU where the install built the kernel (``_columns``, ``NATIVE``).
     WT = W.T.contiguous()
     QT = torch.zeros_like(WT)
     loss = torch.zeros((), dtype=torch.float64, device=W.device)
@@ -173,27 +222,23 @@ def gptq(
     if scale is not None and offset is not None:
         gridT = _transposed_grid(scale, offset)
     shifted = gridT is not None and bool(gridT[1].any())  # any block with an offset
-    # The column loop's cost is dispatch, not arithmetic (~10 small torch ops a column):
-    # every view it needs (each column, each tail of the block, each row of H⁻¹) is taken
-    # in one call per block, not one per column.
+    native = NATIVE if W.device.type == "cpu" else None
     for i1 in range(0, cols, block_columns):
         i2 = min(i1 + block_columns, cols)
         W1 = WT[i1:i2].clone()  # [k, out]
         Q1 = torch.zeros_like(W1)
         Err1 = torch.zeros_like(W1)
-        Hinv1 = Hinv[i1:i2, i1:i2]
-        diag = Hinv1.diagonal().unbind(0)
-        w_cols, q_cols, e_cols = W1.unbind(0), Q1.unbind(0), Err1.unbind(0)
-        tails = [W1[i:] for i in range(i2 - i1)]
-        h_tails = [Hinv1[i, i:] for i in range(i2 - i1)]
-        for i in range(i2 - i1):
-            col = i1 + i
+        Hinv1 = Hinv[i1:i2, i1:i2].contiguous()
+        # Runs of columns that share a grid: split where a group starts.
+        cuts = [i for i in range(1, i2 - i1) if group is not None and (i1 + i) % group == 0]
+        for a, b in zip([0, *cuts], [*cuts, i2 - i1], strict=True):
+            col = i1 + a
             if group is not None and col % group == 0:
                 # The group's grid from the current (error-updated) weights, as the
                 # reference implementation's find_params does at each group start.
                 if local:  # the group's own columns (all at or after col: none quantized)
                     part = torch.cat(
-                        [W1[i : i + group], WT[i2 : i2 + max(0, i + group - (i2 - i1))]]
+                        [W1[a : a + group], WT[i2 : i2 + max(0, a + group - (i2 - i1))]]
                     )
                     gs, go = grid(quantize(part.T, fmt))
                     if gridT is None:
@@ -202,22 +247,26 @@ def gptq(
                         m[col : col + group] = v
                     shifted = shifted or bool(go.any())
                 else:
-                    cur = torch.cat([QT[:i1], Q1[:i], W1[i:], WT[i2:]]).T
+                    cur = torch.cat([QT[:i1], Q1[:a], W1[a:], WT[i2:]]).T
                     gridT = _transposed_grid(*grid(quantize(cur, fmt)))
                     shifted = bool(gridT[1].any())
             assert gridT is not None
-            s_col, o_col, inv_col = gridT[0][col], gridT[1][col], gridT[2][col]
-            wcol = w_cols[i]
-            qcol = q_cols[i]  # written in place: no temporaries to copy back
-            if integer and shifted:  # evenly spaced elements: round and clamp
-                torch.sub(wcol, o_col, out=qcol).mul_(inv_col)
-                qcol.round_().clamp_(lo, hi).mul_(s_col).add_(o_col)
-            elif integer:  # symmetric (the common int case): no offset to take and add
-                torch.mul(wcol, inv_col, out=qcol).round_().clamp_(lo, hi).mul_(s_col)
+            mode = (SHIFTED if shifted else SYMMETRIC) if integer else TABLE
+            g1 = [m[i1:i2] for m in gridT]  # the block's rows of the grid, [k, out] each
+            if native is not None:
+                native.columns(
+                    *(t.numpy() for t in (W1, Q1, Err1, Hinv1)),
+                    *W1.shape,
+                    a,
+                    b,
+                    *(t.numpy() for t in g1),
+                    mode,
+                    lo,
+                    hi,
+                    table.numpy(),
+                )
             else:
-                qcol.copy_(round_to_grid(wcol, s_col, o_col, table))
-            err = torch.sub(wcol, qcol, out=e_cols[i]).div_(diag[i])
-            tails[i].sub_(torch.outer(h_tails[i], err))
+                _columns(W1, Q1, Err1, Hinv1, a, b, g1, mode, lo, hi, table)
         loss += Err1.double().pow(2).sum() / 2  # once per block, not per column
         QT[i1:i2] = Q1
         WT[i2:] -= Hinv[i1:i2, i2:].T @ Err1

@@ -1,9 +1,11 @@
-"""Whether the install built the native k-quant kernel (``labs/quant/_kquants.c``).
+"""Whether the install built the native kernels: the k-quant quantizer
+(``labs/quant/_kquants.c``) and GPTQ's column loop (``labs/quant/_gptq.c``).
 
-pip builds it where a C compiler and Python's headers are (``optional = true`` in
-pyproject.toml: without them the install still succeeds). Without it q4_k and q6_k
-quantize through the torch pipeline: the same bytes, about 20x slower. Found without
-importing the extension or torch, so the web process can ask at start-up.
+pip builds them where a C compiler and Python's headers are (``optional = true`` in
+pyproject.toml: without them the install still succeeds). Without them q4_k and q6_k
+quantize through the torch pipeline (the same bytes, about 20x slower) and GPTQ runs its
+column loop in torch (the same numbers, about 2x slower). Found without importing the
+extensions or torch, so the web process can ask at start-up.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sysconfig
 from pathlib import Path
 
 SLOWDOWN = "about 20x"
+KERNELS = ("labs.quant._kquants", "labs.quant._gptq")
 FIX = (
     "install a C compiler and Python's headers (Debian: apt-get install gcc python3-dev), "
     "then rebuild: rm .venv/.installed && make install"
@@ -21,7 +24,7 @@ FIX = (
 
 
 def kernel_built() -> bool:
-    return importlib.util.find_spec("labs.quant._kquants") is not None
+    return all(importlib.util.find_spec(name) is not None for name in KERNELS)
 
 
 def can_build_kernel() -> bool:
@@ -36,6 +39,7 @@ def missing_kernel_warning() -> str | None:
     if kernel_built():
         return None
     return (
-        "the native k-quant kernel (labs/quant/_kquants.c) was not built, so q4_k and q6_k "
-        f"quantization in labs runs {SLOWDOWN} slower (the same bytes). To fix: {FIX}"
+        "the native kernels (labs/quant/_kquants.c, _gptq.c) were not built, so q4_k and q6_k "
+        f"quantization in labs runs {SLOWDOWN} slower (the same bytes) and GPTQ about 2x "
+        f"slower (the same numbers). To fix: {FIX}"
     )
