@@ -3,6 +3,7 @@ texts. Torch is imported inside the functions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from labs.base import Context
@@ -21,16 +22,6 @@ if TYPE_CHECKING:
 
     from labs.lm.fakequant import WeightEditor
     from labs.lm.session import Evaluation
-
-
-def _block(ev: Evaluation, prefix: str, group: tuple[str, ...]) -> Any:
-    """The module output AWQ's search preserves for ``group``: for gate/up the whole MLP
-    (SwiGLU, then the unquantized down_proj), as the reference does; else each output."""
-    if group != AWQ_GROUPS[2]:
-        return None
-    from labs.quant.awq import SwiGLU
-
-    return SwiGLU(ev.model.get_submodule(prefix + "mlp").down_proj.weight.detach())
 
 
 def _shared_input_sets(
@@ -99,26 +90,32 @@ def _gptq_layer(
         )
         return list(gr.weight.split([originals[n].shape[0] for n in members]))
 
+    # Longest first, estimated as columns² × linears: down_proj's 768 columns take about
+    # as long as the other sets together (its Cholesky steps grow with the cube), so it
+    # starts first and the cores end the layer together instead of one waiting for it.
+    order = sorted(sets, key=lambda m: -(originals[m[0]].shape[1] ** 2) * len(m))
+    done = dict(zip(map(tuple, order), map_chunks(run_set, order), strict=True))
     nbytes = 0
-    for members, weights in zip(sets, map_chunks(run_set, sets), strict=True):
+    for members in sets:
+        weights = done[tuple(members)]
         for n, w in zip(members, weights, strict=True):
             editor.set(n, w)
             nbytes += int(quantize(w, params.format, **options).nbytes)
     return nbytes
 
 
-def _awq_group(
-    ev: Evaluation,
+def _awq_search(
     layer: int,
     group: tuple[str, ...],
     members: list[str],
     x: torch.Tensor,
     params: QuantAlgorithmsParams,
     editor: WeightEditor,
-) -> tuple[int, float]:
-    """AWQ on linears ``members`` of ``group`` in ``layer``, fed the same input ``x``
-    (in place); returns their stored bytes and the chosen α."""
-    from labs.quant.awq import awq
+) -> tuple[list[torch.Tensor], int, float]:
+    """AWQ on linears ``members`` of ``group`` in ``layer``, fed the same input ``x``:
+    their quantized weights, stored bytes and the chosen α. Reads only weights as trained
+    (``editor.original``), so the searches of every layer are independent."""
+    from labs.quant.awq import SwiGLU, awq
 
     prefix = f"model.layers.{layer}."
     ws = [editor.original(n) for n in members]
@@ -126,18 +123,64 @@ def _awq_group(
         group != AWQ_GROUPS[1]
         or editor.weight(prefix + "self_attn.v_proj").shape[0] == ws[0].shape[1]
     )
+    # For gate/up the whole MLP's output is kept (SwiGLU, then the unquantized
+    # down_proj), as the reference does; else each linear's own.
+    block = SwiGLU(editor.original(prefix + "mlp.down_proj")) if group == AWQ_GROUPS[2] else None
     ar = awq(  # GQA: 1/s cannot be folded into v_proj, so no scale (n_grid=1) there
         ws,
         x,
         params.format,
         spec.format_options(params.format, params.granularity),
-        block=_block(ev, prefix, group),
+        block=block,
         n_grid=20 if foldable else 1,
         clip=[not n.endswith(("q_proj", "k_proj")) for n in members],  # as the reference
     )
-    for n, dq in zip(members, ar.weights, strict=True):
-        editor.set(n, dq)
-    return sum(ar.nbytes), ar.alpha
+    return ar.weights, sum(ar.nbytes), ar.alpha
+
+
+def _awq(
+    fp_inputs: dict[str, torch.Tensor],
+    names: list[str],
+    params: QuantAlgorithmsParams,
+    editor: WeightEditor,
+    on_search: Callable[[int, int], None],
+) -> tuple[int, dict[str, float]]:
+    """AWQ on ``names`` (in place); returns stored bytes and each search's α. Every
+    search reads the unquantized model's inputs and weights, as the references do, so
+    the searches of all layers are one map over the cores, largest first (a layer at a
+    time left a core idle while one linear's clipping search ran); the weights are set
+    once all are done."""
+    import threading
+
+    from labs.quant.parallel import map_chunks
+
+    jobs = [
+        (i, group, members) for i, groups in awq_groups(names).items() for group, members in groups
+    ]
+    blocks = [f"model.layers.{i}.mlp.down_proj" for i, g, _ in jobs if g == AWQ_GROUPS[2]]
+    for n in [*names, *blocks]:
+        editor.original(n)  # the copies are made here, not by threads racing to make them
+    cost = {n: editor.original(n).numel() * (3 if n.endswith("gate_proj") else 1) for n in names}
+    order = sorted(range(len(jobs)), key=lambda j: -sum(cost[n] for n in jobs[j][2]))
+    lock, done = threading.Lock(), [0]
+
+    def search(j: int) -> tuple[list[torch.Tensor], int, float]:
+        i, group, members = jobs[j]
+        out = _awq_search(i, group, members, fp_inputs[members[0]], params, editor)
+        with lock:
+            done[0] += 1
+            on_search(done[0], len(jobs))
+        return out
+
+    found = dict(zip(order, map_chunks(search, order), strict=True))
+    nbytes, detail = 0, {}
+    for j, (i, group, members) in enumerate(jobs):
+        weights, b, alpha = found[j]
+        for n, dq in zip(members, weights, strict=True):
+            editor.set(n, dq)
+        nbytes += b
+        detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = alpha
+    return nbytes, detail
 
 
 def _quantize(
@@ -174,15 +217,11 @@ def _quantize(
 
         calibrate.sequential(ev.model, names, cal_w, ev.batch_size, ev.device, layer, on_layer)
         return nbytes, {}
-    nbytes, detail = 0, {}
-    layers = awq_groups(names)
-    for k, (i, groups) in enumerate(layers.items()):
-        for group, members in groups:
-            b, alpha = _awq_group(ev, i, group, members, fp_inputs[members[0]], params, editor)
-            nbytes += b
-            detail[f"alpha.{i}.{group[0].split('.')[-1]}"] = alpha
-        on_layer(k + 1, len(layers))
-    return nbytes, detail
+
+    def on_search(k: int, n: int) -> None:
+        ctx.progress(frac[0] + frac[1] * k / n, f"awq: search {k}/{n}")
+
+    return _awq(fp_inputs, names, params, editor, on_search)
 
 
 def _outliers(sums: dict[Any, Any], tokens: int) -> dict[str, Any]:
