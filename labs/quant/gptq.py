@@ -25,8 +25,10 @@ Imports torch; nothing from the rest of ``labs``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -41,15 +43,42 @@ except ImportError:  # pragma: no cover - depends on the build
     NATIVE = None
 
 
+# The probe's tables for every format as configured by default, and at tensor and
+# channel granularity where it has one, stored by ``write_element_tables``: a probe costs
+# 0.02-0.3 s, and every lab child (a fresh process) paid it on its first GPTQ (0.12 s
+# for int4, of a 3 s run). test_gptq_tables.py probes each again and compares.
+TABLES_FILE = Path(__file__).with_name("element_tables.json")
+
+
+def _table_name(key: str, options: tuple[tuple[str, Any], ...]) -> str:
+    return ";".join([key, *(f"{k}={v}" for k, v in options)])
+
+
+@cache
+def _stored_tables() -> dict[str, list[float]]:
+    try:
+        tables: dict[str, list[float]] = json.loads(TABLES_FILE.read_text())
+    except (OSError, ValueError):  # missing or damaged: every table is probed
+        return {}
+    return tables
+
+
 @cache
 def element_table(key: str, options: tuple[tuple[str, Any], ...]) -> torch.Tensor:
-    """Sorted float32 values the format's elements can take (before scaling).
+    """Sorted float32 values the format's elements can take (before scaling): the stored
+    probe (``TABLES_FILE``) where there is one, else ``probe_elements``."""
+    stored = _stored_tables().get(_table_name(key, options))
+    if stored is not None:
+        return torch.tensor(stored, dtype=torch.float32)
+    return probe_elements(key, options)
 
-    Probed through the public API: blocks ``[±a, t, 0, …]`` for anchors ``a`` in
-    ``[1, 2)`` (MX's floor rule leaves ``amax/scale`` anywhere in ``[4, 8)``, so the
-    top elements appear only for some anchors) and ``t`` sweeping ``[-a, a]`` decode
-    to every element value the format reaches.
-    """
+
+def probe_elements(key: str, options: tuple[tuple[str, Any], ...]) -> torch.Tensor:
+    """The element values format ``key`` reaches, probed through the public API: blocks
+    ``[±a, t, 0, …]`` for anchors ``a`` in ``[1, 2)`` (MX's floor rule leaves
+    ``amax/scale`` anywhere in ``[4, 8)``, so the top elements appear only for some
+    anchors) and ``t`` sweeping ``[-a, a]`` decode to every element value the format
+    reaches."""
     fmt = get_format(key, **dict(options))
     width = max(fmt.block_size or 256, 2)
     t = torch.linspace(-1.0, 1.0, 2049)
@@ -64,6 +93,28 @@ def element_table(key: str, options: tuple[tuple[str, Any], ...]) -> torch.Tenso
         x = x.reshape(1, -1)
     aff = quantize(x, fmt).affine()
     return torch.unique(aff.elements.float()).sort().values
+
+
+def stored_configurations() -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
+    """Which (format, options) ``TABLES_FILE`` holds: every format as configured by
+    default, and at tensor and channel granularity where it has one."""
+    from labs.quant import FORMATS
+
+    out: list[tuple[str, tuple[tuple[str, Any], ...]]] = [(k, ()) for k in FORMATS]
+    for k in FORMATS:
+        if "granularity" in get_format(k).options():
+            out += [(k, (("granularity", g),)) for g in ("tensor", "channel")]
+    return out
+
+
+def write_element_tables() -> None:
+    """Probe every stored configuration and write ``TABLES_FILE`` (run after changing a
+    format: ``python -m labs.quant.gptq``)."""
+    lines = [
+        f"{json.dumps(_table_name(k, o))}: {json.dumps(probe_elements(k, o).tolist())}"
+        for k, o in stored_configurations()
+    ]
+    TABLES_FILE.write_text("{\n" + ",\n".join(lines) + "\n}\n")  # a table a line
 
 
 def grid(q: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -275,3 +326,7 @@ def gptq(
         Q = Q[:, torch.argsort(perm)]
     Q = Q.contiguous()
     return GPTQResult(Q, int(quantize(Q, fmt).nbytes), float(loss))
+
+
+if __name__ == "__main__":
+    write_element_tables()
