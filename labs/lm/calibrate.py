@@ -2,8 +2,9 @@
 
 GPTQ calibrates layers in order (``sequential``), as its reference does: layer
 ``i``'s inputs are captured with layers ``0..i-1`` already quantized, so later
-layers correct for the error earlier ones left. Capturing stops the forward
-pass at the end of layer ``i`` (nothing after it is computed).
+layers correct for the error earlier ones left. Each batch's hidden state is kept
+between layers; ``layer_inputs`` (a forward pass stopped at the end of layer ``i``)
+gives the same numbers and is what the tests compare it with.
 
 AWQ's reference (llm-awq ``run_awq``, AutoAWQ) searches every layer on the
 unquantized model's activations: scaling is exact in full precision, and each
@@ -62,6 +63,35 @@ def by_layer(names: list[str]) -> dict[int, list[str]]:
     return dict(sorted(out.items()))
 
 
+def _first_layer_arguments(
+    model: Any, windows: torch.Tensor, batch_size: int, device: str
+) -> dict[int, tuple[torch.Tensor, dict[str, Any]]]:
+    """For each batch (by its first window): the first decoder layer's input and the
+    keyword arguments the model gives every layer (rotary embeddings, mask, positions),
+    from a forward pass stopped there."""
+    from labs.lm.batches import batch_starts, current_batch, marked_batch, run_batches
+
+    got: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}
+
+    def grab(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        got[current_batch()] = (args[0], dict(kwargs))
+        raise _Stop
+
+    def work(first: int) -> None:
+        try:
+            with torch.no_grad(), marked_batch(first):
+                model(input_ids=windows[first : first + batch_size].to(device), use_cache=False)
+        except _Stop:
+            pass
+
+    hook = model.model.layers[0].register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        run_batches(work, batch_starts(windows.shape[0], batch_size), device)
+    finally:
+        hook.remove()
+    return got
+
+
 def sequential(
     model: Any,
     names: list[str],
@@ -71,10 +101,40 @@ def sequential(
     quantize_layer: Callable[[int, dict[str, torch.Tensor]], None],
     on_layer: Callable[[int, int], None] | None = None,
 ) -> None:
-    """For each layer in order: capture its linears' inputs, then ``quantize_layer`` it."""
+    """For each layer in order: capture its linears' inputs, then ``quantize_layer`` it.
+
+    As the reference implementation, each batch's hidden state is kept between layers:
+    a layer runs once to capture its inputs and once, quantized, to make the next
+    layer's input, instead of a forward pass from the embeddings per layer (10 layer
+    runs of a 4-layer model become 7, and the count grows with the layers, not their
+    square). The same numbers as ``layer_inputs`` with the layers before quantized: the
+    same layers on the same batches with the arguments the model passes them."""
+    from labs.lm.batches import marked_batch, run_batches
+
     layers = by_layer(names)
+    decoder = model.model.layers
+    states = _first_layer_arguments(model, windows, batch_size, device)
+    at = 0  # the layer whose input ``states`` holds
+
+    def run(layer: int, keep: bool) -> None:
+        def work(first: int) -> tuple[int, torch.Tensor]:
+            h, kwargs = states[first]
+            with torch.no_grad(), marked_batch(first):
+                return first, decoder[layer](h, **kwargs)
+
+        for first, out in run_batches(work, list(states), device):
+            if keep:
+                states[first] = (out, states[first][1])
+
     for k, (layer, members) in enumerate(layers.items()):
-        quantize_layer(layer, layer_inputs(model, layer, members, windows, batch_size, device))
+        for i in range(at, layer):  # layers with nothing to calibrate run as they are
+            run(i, keep=True)
+        with captured_inputs(model, members, windows.shape[1]) as got:
+            run(layer, keep=False)
+        quantize_layer(layer, got)
+        if k + 1 < len(layers):
+            run(layer, keep=True)  # its output with the quantized weights
+        at = layer + 1
         if on_layer is not None:
             on_layer(k + 1, len(layers))
 

@@ -108,3 +108,60 @@ def test_awq_reads_the_unquantized_models_inputs_and_gptq_the_quantized_ones(
     assert len(seen["gptq"]) >= 4 and not any(
         x.shape == last_down.shape and torch.equal(x, last_down) for x in seen["gptq"]
     )
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sequential_keeps_hidden_states_and_gives_each_layer_the_inputs_of_a_full_pass(
+    loaded, cal_w, workers
+) -> None:
+    """GPTQ's pass keeps each batch's hidden state between layers; every layer must get
+    bit for bit the inputs a forward pass from the embeddings gives with the layers
+    before it quantized (``layer_inputs``), including across a layer with nothing to
+    calibrate (layer 2 here), and run each layer at most twice."""
+    from labs.quant import quantize
+
+    model = loaded.model
+    names = [
+        "model.layers.1.self_attn.q_proj",
+        "model.layers.1.mlp.down_proj",
+        "model.layers.3.mlp.gate_proj",
+        "model.layers.3.mlp.up_proj",
+    ]
+    editor = fakequant.WeightEditor(model)
+    runs = {i: 0 for i in range(4)}
+    hooks = [
+        model.model.layers[i].register_forward_hook(
+            lambda *_, i=i: runs.__setitem__(i, runs[i] + 1)
+        )
+        for i in range(4)
+    ]
+    calibrated: list[int] = []
+
+    def quantize_layer(layer: int, got: dict[str, torch.Tensor]) -> None:
+        members = [n for n in names if n.startswith(f"model.layers.{layer}.")]
+        assert sorted(got) == sorted(members)
+        full_pass = calibrate.layer_inputs(model, layer, members, cal_w, 2, "cpu")
+        for n in members:
+            assert torch.equal(got[n], full_pass[n]), n
+            editor.set(n, quantize(editor.original(n), "int4").dequantize())
+        calibrated.append(layer)
+
+    set_workers(workers)
+    try:
+        calibrate.sequential(model, names, cal_w, 2, "cpu", quantize_layer)
+    finally:
+        set_workers(None)
+        editor.restore()
+        for h in hooks:
+            h.remove()
+    assert calibrated == [1, 3]
+    # The check's own full passes ran layers 0-1 and 0-3 once per batch (4 batches
+    # each); what sequential ran is the rest: each layer at most twice, 3 not after.
+    batches = cal_w.shape[0] // 2
+    own = {0: 2 * batches, 1: 2 * batches, 2: batches, 3: batches}
+    assert {i: runs[i] - own[i] for i in runs} == {
+        0: batches,  # as is, to reach layer 1
+        1: 2 * batches,  # captured, then quantized for layer 2
+        2: batches,  # as is, nothing to calibrate
+        3: batches,  # captured only: nothing after it
+    }
