@@ -108,9 +108,11 @@ class SwiGLU:
         n = originals[0].shape[0]
 
         def loss(deq: list[torch.Tensor]) -> float:
-            d = torch.mm(xd, (w - torch.cat(deq)).to(dtype).T).float()  # [t, 2·ff]
+            d = torch.mm(xd, (w - torch.cat(deq)).to(dtype).T)  # [t, 2·ff]
+            # float32 − dtype is float32 of both (exact), with no float32 copy of d;
+            # then in place: two [t, ff] temporaries a trial, not five.
             gq, uq = torch.sub(g, d[:, :n]), torch.sub(u, d[:, n:])
-            dh = torch.sub(h, F.silu(gq, inplace=True).mul_(uq))
+            dh = torch.sub(h, F.silu(gq, inplace=True).mul_(uq), out=uq)
             return float(torch.mm(dh.to(dtype), dd.T).float().square_().mean())
 
         return loss
