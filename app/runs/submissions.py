@@ -149,12 +149,19 @@ def save_draft(session: Session, learner_id: str, exercise_id: str, code: str) -
 
 
 def get(session: Session, submission_id: str, learner_id: str) -> tuple[Run, Submission] | None:
-    """The run and submission if they are ``learner_id``'s; None otherwise (404)."""
+    """The run and submission if they are ``learner_id``'s; None otherwise (404).
+
+    The run is read first: the worker commits the verdict, then ends the run
+    (``judging.record``), so a run read as ended has its verdict in the submission read
+    after it. Read the other way round, under PostgreSQL's read committed, a submission
+    read before the verdict and a run read after its end made "error" with no message."""
+    run = session.get(Run, submission_id)
+    if run is None:
+        return None
     sub = session.get(Submission, submission_id)
     if sub is None or sub.learner_id != learner_id:
         return None
-    run = session.get(Run, submission_id)
-    return (run, sub) if run is not None else None
+    return run, sub
 
 
 def history(session: Session, learner_id: str, exercise_id: str) -> list[Submission]:
