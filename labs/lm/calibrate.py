@@ -34,10 +34,23 @@ def layer_inputs(
     """Inputs ``[tokens, in]`` (float32, on the CPU) of each linear ``names`` in ``layer``
     (``captured_inputs`` of a forward pass stopped at the end of ``layer``); linears fed
     the same input (q/k/v, gate/up) share one tensor. Batches run on the run's cores."""
-    from labs.lm.batches import batch_starts, marked_batch, run_batches
 
     def stop(*_: Any) -> None:
         raise _Stop
+
+    hook = model.model.layers[layer].register_forward_hook(stop)
+    try:
+        with captured_inputs(model, names, windows.shape[1]) as got:
+            _forward_until_stopped(model, windows, batch_size, device)
+    finally:
+        hook.remove()
+    return got
+
+
+def _forward_until_stopped(model: Any, windows: torch.Tensor, batch_size: int, device: str) -> None:
+    """A forward pass of every batch of ``windows`` (marked, on the run's cores) that a
+    hook ends by raising ``_Stop``."""
+    from labs.lm.batches import batch_starts, marked_batch, run_batches
 
     def work(first: int) -> None:
         try:
@@ -46,13 +59,7 @@ def layer_inputs(
         except _Stop:
             pass
 
-    hook = model.model.layers[layer].register_forward_hook(stop)
-    try:
-        with captured_inputs(model, names, windows.shape[1]) as got:
-            run_batches(work, batch_starts(windows.shape[0], batch_size), device)
-    finally:
-        hook.remove()
-    return got
+    run_batches(work, batch_starts(windows.shape[0], batch_size), device)
 
 
 def by_layer(names: list[str]) -> dict[int, list[str]]:
@@ -69,7 +76,7 @@ def _first_layer_arguments(
     """For each batch (by its first window): the first decoder layer's input and the
     keyword arguments the model gives every layer (rotary embeddings, mask, positions),
     from a forward pass stopped there."""
-    from labs.lm.batches import batch_starts, current_batch, marked_batch, run_batches
+    from labs.lm.batches import current_batch
 
     got: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}
 
@@ -77,16 +84,9 @@ def _first_layer_arguments(
         got[current_batch()] = (args[0], dict(kwargs))
         raise _Stop
 
-    def work(first: int) -> None:
-        try:
-            with torch.no_grad(), marked_batch(first):
-                model(input_ids=windows[first : first + batch_size].to(device), use_cache=False)
-        except _Stop:
-            pass
-
     hook = model.model.layers[0].register_forward_pre_hook(grab, with_kwargs=True)
     try:
-        run_batches(work, batch_starts(windows.shape[0], batch_size), device)
+        _forward_until_stopped(model, windows, batch_size, device)
     finally:
         hook.remove()
     return got
