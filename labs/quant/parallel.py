@@ -131,3 +131,15 @@ def map_chunks(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         if workers <= 1:
             return [fn(item) for item in items]
         return list(_pool(workers).map(work, items))
+
+
+def map_largest_first(
+    fn: Callable[[T], R], items: Sequence[T], size: Callable[[T], float]
+) -> list[R]:
+    """``map_chunks(fn, items)`` with the items handed to the threads largest ``size``
+    first (equal sizes in their order), results in ``items``' order. The threads take
+    items in turn, so a large item handed out last leaves one core working alone at the
+    end; the result of each item does not depend on when it ran."""
+    order = sorted(range(len(items)), key=lambda i: -size(items[i]))
+    done = dict(zip(order, map_chunks(lambda i: fn(items[i]), order), strict=True))
+    return [done[i] for i in range(len(items))]

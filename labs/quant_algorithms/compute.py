@@ -71,7 +71,7 @@ def _gptq_layer(
 
     from labs.quant import quantize
     from labs.quant.gptq import gptq, hessian
-    from labs.quant.parallel import map_chunks
+    from labs.quant.parallel import map_largest_first
 
     options = spec.format_options(params.format, params.granularity)
     originals = {n: editor.original(n) for n in inputs}
@@ -93,11 +93,9 @@ def _gptq_layer(
     # Longest first, estimated as columns² × linears: down_proj's 768 columns take about
     # as long as the other sets together (its Cholesky steps grow with the cube), so it
     # starts first and the cores end the layer together instead of one waiting for it.
-    order = sorted(sets, key=lambda m: -(originals[m[0]].shape[1] ** 2) * len(m))
-    done = dict(zip(map(tuple, order), map_chunks(run_set, order), strict=True))
+    found = map_largest_first(run_set, sets, lambda m: originals[m[0]].shape[1] ** 2 * len(m))
     nbytes = 0
-    for members in sets:
-        weights = done[tuple(members)]
+    for members, weights in zip(sets, found, strict=True):
         for n, w in zip(members, weights, strict=True):
             editor.set(n, w)
             nbytes += int(quantize(w, params.format, **options).nbytes)
@@ -152,7 +150,7 @@ def _awq(
     once all are done."""
     import threading
 
-    from labs.quant.parallel import map_chunks
+    from labs.quant.parallel import map_largest_first
 
     jobs = [
         (i, group, members) for i, groups in awq_groups(names).items() for group, members in groups
@@ -161,21 +159,21 @@ def _awq(
     for n in [*names, *blocks]:
         editor.original(n)  # the copies are made here, not by threads racing to make them
     cost = {n: editor.original(n).numel() * (3 if n.endswith("gate_proj") else 1) for n in names}
-    order = sorted(range(len(jobs)), key=lambda j: -sum(cost[n] for n in jobs[j][2]))
     lock, done = threading.Lock(), [0]
 
-    def search(j: int) -> tuple[list[torch.Tensor], int, float]:
-        i, group, members = jobs[j]
+    def search(
+        job: tuple[int, tuple[str, ...], list[str]],
+    ) -> tuple[list[torch.Tensor], int, float]:
+        i, group, members = job
         out = _awq_search(i, group, members, fp_inputs[members[0]], params, editor)
         with lock:
             done[0] += 1
             on_search(done[0], len(jobs))
         return out
 
-    found = dict(zip(order, map_chunks(search, order), strict=True))
+    found = map_largest_first(search, jobs, lambda job: sum(cost[n] for n in job[2]))
     nbytes, detail = 0, {}
-    for j, (i, group, members) in enumerate(jobs):
-        weights, b, alpha = found[j]
+    for (i, group, members), (weights, b, alpha) in zip(jobs, found, strict=True):
         for n, dq in zip(members, weights, strict=True):
             editor.set(n, dq)
         nbytes += b

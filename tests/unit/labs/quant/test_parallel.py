@@ -12,7 +12,7 @@ import torch
 
 from labs.quant import FORMATS, core, quantize
 from labs.quant.metrics import clipped_mask, error_report, error_split
-from labs.quant.parallel import cpu_workers, map_chunks, set_workers
+from labs.quant.parallel import cpu_workers, map_chunks, map_largest_first, set_workers
 
 
 @pytest.fixture(autouse=True)
@@ -160,3 +160,22 @@ def test_maps_reuse_their_threads_and_a_forked_child_starts_its_own() -> None:
         os.close(r)
         os.waitpid(pid, 0)
     assert report == "ok"
+
+
+def test_map_largest_first_hands_out_the_largest_first_and_keeps_the_order() -> None:
+    """With one thread the items run in the order they are handed out: largest first,
+    equal sizes in their own order; the results come back in the items' order."""
+    items = ["bb", "a", "dddd", "cc", "eeee"]
+    ran: list[str] = []
+
+    def work(s: str) -> str:
+        ran.append(s)
+        return s.upper()
+
+    set_workers(1)
+    try:
+        assert map_largest_first(work, items, len) == [s.upper() for s in items]
+    finally:
+        set_workers(None)
+    assert ran == ["dddd", "eeee", "bb", "cc", "a"]
+    assert map_largest_first(work, items, len) == [s.upper() for s in items]  # on 2 threads
